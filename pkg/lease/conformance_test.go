@@ -1,0 +1,356 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardloop/shardloop/internal/testaws"
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+func TestMain(m *testing.M) { os.Exit(testaws.Main(m)) }
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{now: time.UnixMilli(1_800_000_000_000)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// factory makes a fresh, empty store on the given clock.
+type factory func(t *testing.T, clock func() time.Time) lease.Store
+
+func memoryFactory(t *testing.T, clock func() time.Time) lease.Store {
+	s, err := lease.NewMemoryStore(func(o *lease.Options) { o.Clock = clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func dynamoFactory(t *testing.T, clock func() time.Time) lease.Store {
+	client := testaws.Dynamo(t)
+	table := testaws.Name(t)
+	if err := lease.CreateTable(t.Context(), client, table); err != nil {
+		t.Fatal(err)
+	}
+	s, err := lease.NewDynamoStore(client, table, func(o *lease.Options) { o.Clock = clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var stores = []struct {
+	name string
+	make factory
+}{
+	{"memory", memoryFactory},
+	{"dynamo", dynamoFactory},
+}
+
+// TestStoreConformance runs the same behaviour checks against every Store.
+func TestStoreConformance(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range conformanceCases {
+				t.Run(c.name, func(t *testing.T) {
+					clock := newClock()
+					c.run(t, t.Context(), st.make(t, clock.Now), clock)
+				})
+			}
+		})
+	}
+}
+
+const stream = "orders"
+
+var conformanceCases = []struct {
+	name string
+	run  func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock)
+}{
+	{"TakeEmptyCreatesRow", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		l, err := s.Take(ctx, stream, "shardId-000000000000", "A", lease.WithParents("shardId-p"))
+		must(t, err)
+		if l.Owner != "A" || l.Counter != 1 || !l.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) {
+			t.Fatalf("take = %+v, want owner A counter 1 expiry now+10s", l)
+		}
+		if len(l.ParentShardIDs) != 1 || l.ParentShardIDs[0] != "shardId-p" {
+			t.Fatalf("parents = %v, want [shardId-p]", l.ParentShardIDs)
+		}
+		got, err := s.Get(ctx, stream, "shardId-000000000000")
+		must(t, err)
+		if got.Owner != "A" || got.Stream != stream || got.ShardID != "shardId-000000000000" || got.Checkpoint != "" {
+			t.Fatalf("get after take = %+v", got)
+		}
+	}},
+	{"TakeBySameOwnerSucceeds", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		clock.Advance(time.Second)
+		l, err := s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		if l.Counter != 2 {
+			t.Fatalf("counter = %d, want 2", l.Counter)
+		}
+	}},
+	{"TakeLiveOtherOwnerRefused", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		clock.Advance(lease.DefaultDuration - time.Millisecond)
+		_, err := s.Take(ctx, stream, "s1", "B")
+		if !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take by B of A's live lease: err = %v, want ErrHeld", err)
+		}
+		var ce *lease.ConflictError
+		if !errors.As(fmt.Errorf("wrapped: %w", err), &ce) || ce.Op != "take" || ce.Owner != "B" {
+			t.Fatalf("err = %#v, want a *ConflictError for take by B", err)
+		}
+		got, _ := s.Get(ctx, stream, "s1")
+		if got.Owner != "A" {
+			t.Fatalf("owner after refused take = %q, want A", got.Owner)
+		}
+	}},
+	{"TakeExpiredSucceeds", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		clock.Advance(lease.DefaultDuration)
+		l, err := s.Take(ctx, stream, "s1", "B")
+		must(t, err)
+		if l.Owner != "B" || l.Counter != 2 {
+			t.Fatalf("take of expired lease = %+v, want owner B counter 2", l)
+		}
+	}},
+	{"RenewOnlyByOwner", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		clock.Advance(3 * time.Second)
+		l, err := s.Renew(ctx, stream, "s1", "A")
+		must(t, err)
+		if !l.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) || l.Counter != 2 {
+			t.Fatalf("renew = %+v, want expiry now+10s counter 2", l)
+		}
+		if _, err := s.Renew(ctx, stream, "s1", "B"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew by B: err = %v, want ErrNotOwner", err)
+		}
+		if _, err := s.Renew(ctx, stream, "missing", "A"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew of a missing row: err = %v, want ErrNotOwner", err)
+		}
+	}},
+	{"RenewAfterTakeoverRefused", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		clock.Advance(11 * time.Second)
+		noErr(t)(s.Take(ctx, stream, "s1", "B"))
+		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew by A after B took over: err = %v, want ErrNotOwner", err)
+		}
+		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "5"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("checkpoint by A after B took over: err = %v, want ErrNotOwner", err)
+		}
+	}},
+	{"CheckpointOnlyByOwner", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		l, err := s.Checkpoint(ctx, stream, "s1", "A", "49590338271490256608559692538361571095921575989136588898")
+		must(t, err)
+		if l.Checkpoint != "49590338271490256608559692538361571095921575989136588898" {
+			t.Fatalf("checkpoint = %q", l.Checkpoint)
+		}
+		if _, err := s.Checkpoint(ctx, stream, "s1", "B", "7"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("checkpoint by B: err = %v, want ErrNotOwner", err)
+		}
+		l, err = s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd)
+		must(t, err)
+		if !l.Finished() {
+			t.Fatalf("after SHARD_END checkpoint Finished() = false")
+		}
+	}},
+	{"ReleaseThenTakeByAnother", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		if err := s.Release(ctx, stream, "s1", "B"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("release by B: err = %v, want ErrNotOwner", err)
+		}
+		must(t, s.Release(ctx, stream, "s1", "A"))
+		got, err := s.Get(ctx, stream, "s1")
+		must(t, err)
+		if got.Owner != "" || got.HeldAt(clock.Now()) {
+			t.Fatalf("after release = %+v, want no owner", got)
+		}
+		l, err := s.Take(ctx, stream, "s1", "B")
+		must(t, err)
+		if l.Owner != "B" {
+			t.Fatalf("take after release = %+v", l)
+		}
+		if err := s.Release(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("second release by A: err = %v, want ErrNotOwner", err)
+		}
+	}},
+	{"CheckpointSurvivesOwnerChange", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100"))
+		clock.Advance(lease.DefaultDuration + time.Second)
+		l, err := s.Take(ctx, stream, "s1", "B")
+		must(t, err)
+		if l.Checkpoint != "100" {
+			t.Fatalf("checkpoint after takeover = %q, want 100", l.Checkpoint)
+		}
+		must(t, s.Release(ctx, stream, "s1", "B"))
+		got, _ := s.Get(ctx, stream, "s1")
+		if got.Checkpoint != "100" {
+			t.Fatalf("checkpoint after release = %q, want 100", got.Checkpoint)
+		}
+	}},
+	{"CounterNeverGoesDown", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		var last int64
+		check := func(l lease.Lease, err error) {
+			t.Helper()
+			must(t, err)
+			if l.Counter <= last {
+				t.Fatalf("counter went from %d to %d", last, l.Counter)
+			}
+			last = l.Counter
+		}
+		check(s.Take(ctx, stream, "s1", "A"))
+		check(s.Renew(ctx, stream, "s1", "A"))
+		must(t, s.Release(ctx, stream, "s1", "A"))
+		check(s.Take(ctx, stream, "s1", "B"))
+		clock.Advance(time.Minute)
+		check(s.Take(ctx, stream, "s1", "C"))
+		check(s.Renew(ctx, stream, "s1", "C"))
+		got, _ := s.Get(ctx, stream, "s1")
+		if got.Counter != last {
+			t.Fatalf("stored counter %d, last returned %d", got.Counter, last)
+		}
+	}},
+	{"ReadAfterWriteSeesIt", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		for i := range 20 {
+			seq := fmt.Sprint(1000 + i)
+			if i == 0 {
+				noErr(t)(s.Take(ctx, stream, "s1", "A"))
+			}
+			noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", seq))
+			got, err := s.Get(ctx, stream, "s1")
+			must(t, err)
+			if got.Checkpoint != seq {
+				t.Fatalf("read after checkpoint %s saw %q", seq, got.Checkpoint)
+			}
+		}
+	}},
+	{"GetMissingIsNotFound", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		_, err := s.Get(ctx, stream, "nope")
+		if !errors.Is(err, lease.ErrNotFound) {
+			t.Fatalf("get missing: err = %v, want ErrNotFound", err)
+		}
+	}},
+	{"StreamsWithSameShardIDStayIndependent", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		const shard = "shardId-000000000000"
+		noErr(t)(s.Take(ctx, "orders", shard, "A"))
+		noErr(t)(s.Take(ctx, "payments", shard, "B"))
+		noErr(t)(s.Checkpoint(ctx, "orders", shard, "A", "1"))
+		noErr(t)(s.Checkpoint(ctx, "payments", shard, "B", "2"))
+		o, _ := s.Get(ctx, "orders", shard)
+		p, _ := s.Get(ctx, "payments", shard)
+		if o.Owner != "A" || o.Checkpoint != "1" || p.Owner != "B" || p.Checkpoint != "2" {
+			t.Fatalf("orders = %+v, payments = %+v", o, p)
+		}
+		ls, err := s.List(ctx, "orders")
+		must(t, err)
+		if len(ls) != 1 || ls[0].Stream != "orders" {
+			t.Fatalf("list orders = %+v, want the one orders row", ls)
+		}
+	}},
+	{"BatchReadOf250Keys", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		var ids []string
+		for i := range 250 {
+			ids = append(ids, fmt.Sprintf("shardId-%012d", i))
+		}
+		for i, id := range ids {
+			if i%2 == 0 { // every other shard has a row
+				noErr(t)(s.Take(ctx, stream, id, fmt.Sprint("owner-", i)))
+			}
+		}
+		got, err := s.GetMany(ctx, stream, append(ids, "shardId-missing"))
+		must(t, err)
+		if len(got) != 125 {
+			t.Fatalf("GetMany returned %d rows, want 125", len(got))
+		}
+		for i, id := range ids {
+			l, ok := got[id]
+			if ok != (i%2 == 0) || (ok && l.Owner != fmt.Sprint("owner-", i)) {
+				t.Fatalf("GetMany[%s] = %+v, %v", id, l, ok)
+			}
+		}
+		all, err := s.List(ctx, stream)
+		must(t, err)
+		if len(all) != 125 || all[0].ShardID != ids[0] {
+			t.Fatalf("List returned %d rows starting %v, want 125 sorted", len(all), all[0].ShardID)
+		}
+	}},
+	{"SetStartOncePerGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		ok, err := s.SetStart(ctx, stream, "s1", "horizon", "g1")
+		must(t, err)
+		if !ok {
+			t.Fatal("first SetStart of g1 reported no change")
+		}
+		if ok, _ := s.SetStart(ctx, stream, "s1", "horizon", "g1"); ok {
+			t.Fatal("second SetStart of g1 reported a change")
+		}
+		l, err := s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		if l.Start != "horizon" || l.Generation != "g1" || l.StartApplied {
+			t.Fatalf("after SetStart and take = %+v", l)
+		}
+		l, err = s.Checkpoint(ctx, stream, "s1", "A", "9")
+		must(t, err)
+		if !l.StartApplied {
+			t.Fatal("checkpoint did not mark the start applied")
+		}
+		ok, err = s.SetStart(ctx, stream, "s1", "latest", "g2")
+		must(t, err)
+		got, _ := s.Get(ctx, stream, "s1")
+		if !ok || got.Start != "latest" || got.Generation != "g2" || got.StartApplied || got.Owner != "A" || got.Checkpoint != "9" {
+			t.Fatalf("after SetStart g2 = %+v (changed %v)", got, ok)
+		}
+	}},
+	{"DeleteOnlyWhenNotHeld", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		if err := s.Delete(ctx, stream, "s1"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("delete of a held row: err = %v, want ErrHeld", err)
+		}
+		clock.Advance(lease.DefaultDuration)
+		must(t, s.Delete(ctx, stream, "s1"))
+		if _, err := s.Get(ctx, stream, "s1"); !errors.Is(err, lease.ErrNotFound) {
+			t.Fatalf("get after delete: err = %v, want ErrNotFound", err)
+		}
+		must(t, s.Delete(ctx, stream, "never-existed"))
+	}},
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noErr fails the test when the returned error is not nil.
+func noErr(t *testing.T) func(lease.Lease, error) {
+	return func(_ lease.Lease, err error) {
+		t.Helper()
+		must(t, err)
+	}
+}

@@ -1,0 +1,19 @@
+// Package lease is shardloop's lease table: one row per shard recording which
+// owner reads it, until when, and how far it has read.
+//
+// A lease lasts DefaultDuration (10 s) and its holder renews it every
+// DefaultRenewInterval (3 s). Every write is conditional:
+//
+//   - Take succeeds when the row has no owner, has this owner, or has expired;
+//     otherwise it fails with ErrHeld.
+//   - Renew, Checkpoint and Release succeed only while the row names this
+//     owner; otherwise they fail with ErrNotOwner. A reader that gets
+//     ErrNotOwner has lost its shard and must stop without writing again.
+//
+// Rows are keyed by stream name and shard id together, because shard ids
+// repeat across streams. Stream names, never ARNs, go into the key.
+//
+// Two stores implement Store: MemoryStore, for one process (local runs and
+// tests; empty after a restart), and DynamoStore, which keeps the rows in a
+// DynamoDB table with the single string hash key "lease_key".
+package lease

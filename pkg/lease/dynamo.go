@@ -1,0 +1,410 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attribute names of a lease row in DynamoDB.
+const (
+	attrKey          = "lease_key"
+	attrStream       = "stream"
+	attrShard        = "shard_id"
+	attrOwner        = "lease_owner"
+	attrExpiry       = "lease_expiry" // epoch milliseconds
+	attrCounter      = "lease_counter"
+	attrCheckpoint   = "checkpoint"
+	attrParents      = "parent_shard_ids"
+	attrStart        = "start_position"
+	attrGeneration   = "generation"
+	attrStartApplied = "start_applied"
+)
+
+// batchGetLimit is DynamoDB's limit of keys per BatchGetItem request.
+const batchGetLimit = 100
+
+// DynamoAPI is the part of the DynamoDB client a DynamoStore uses.
+type DynamoAPI interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// DynamoStore keeps leases in a DynamoDB table whose single string hash key is
+// "lease_key". Every operation is one conditional request (no read before a
+// write); reads are strongly consistent. List scans the table with a filter
+// on the stream, so it reads every row of every stream in the table: the
+// coordinator reads the rows of listed shards with GetMany instead.
+type DynamoStore struct {
+	client DynamoAPI
+	table  string
+	opts   Options
+}
+
+var _ Store = (*DynamoStore)(nil)
+
+// NewDynamoStore returns a store over table, which must exist (see CreateTable).
+func NewDynamoStore(client DynamoAPI, table string, optFns ...func(*Options)) (*DynamoStore, error) {
+	if client == nil {
+		return nil, &InvalidError{Field: "client", Value: "nil", Want: "a DynamoDB client"}
+	}
+	if table == "" {
+		return nil, &InvalidError{Field: "table", Value: table, Want: "a DynamoDB table name"}
+	}
+	var o Options
+	for _, f := range optFns {
+		f(&o)
+	}
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return &DynamoStore{client: client, table: table, opts: o}, nil
+}
+
+// row is a lease row as stored.
+type row struct {
+	Key          string   `dynamodbav:"lease_key"`
+	Stream       string   `dynamodbav:"stream"`
+	ShardID      string   `dynamodbav:"shard_id"`
+	Owner        string   `dynamodbav:"lease_owner,omitempty"`
+	Expiry       int64    `dynamodbav:"lease_expiry,omitempty"`
+	Counter      int64    `dynamodbav:"lease_counter,omitempty"`
+	Checkpoint   string   `dynamodbav:"checkpoint,omitempty"`
+	Parents      []string `dynamodbav:"parent_shard_ids,omitempty"`
+	Start        string   `dynamodbav:"start_position,omitempty"`
+	Generation   string   `dynamodbav:"generation,omitempty"`
+	StartApplied bool     `dynamodbav:"start_applied,omitempty"`
+}
+
+func decode(item map[string]types.AttributeValue) (Lease, error) {
+	var r row
+	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+		return Lease{}, fmt.Errorf("decode lease row: %w", err)
+	}
+	l := Lease{
+		Stream: r.Stream, ShardID: r.ShardID, Owner: r.Owner, Counter: r.Counter,
+		Checkpoint: r.Checkpoint, ParentShardIDs: r.Parents,
+		Start: r.Start, Generation: r.Generation, StartApplied: r.StartApplied,
+	}
+	if r.Expiry != 0 {
+		l.Expiry = time.UnixMilli(r.Expiry)
+	}
+	return l, nil
+}
+
+func keyOf(stream, shardID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: Key(stream, shardID)}}
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// conflict turns a failed condition into a lease error; other errors pass
+// through wrapped with the operation.
+func conflict(err error, op, key, owner string, sentinel error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return fmt.Errorf("%s %s: %w", op, key, err)
+	}
+	ce := &ConflictError{Op: op, Key: key, Owner: owner, Err: sentinel}
+	if len(ccf.Item) > 0 {
+		if cur, derr := decode(ccf.Item); derr == nil {
+			ce.Current = &cur
+		}
+	}
+	return ce
+}
+
+func (s *DynamoStore) update(ctx context.Context, op, stream, shardID, owner string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, sentinel error, rv types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: build expression: %w", op, Key(stream, shardID), err)
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(stream, shardID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        rv,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, conflict(err, op, Key(stream, shardID), owner, sentinel)
+	}
+	return out, nil
+}
+
+func heldBy(owner string) expression.ConditionBuilder {
+	return expression.Name(attrOwner).Equal(expression.Value(owner))
+}
+
+// Take implements Store.
+func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	o := applyTake(opts)
+	now := s.opts.Clock()
+	cond := expression.Or(
+		expression.AttributeNotExists(expression.Name(attrOwner)),
+		heldBy(owner),
+		expression.Name(attrExpiry).LessThanEqual(expression.Value(ms(now))),
+	)
+	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
+		Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
+		Add(expression.Name(attrCounter), expression.Value(1)).
+		Set(expression.Name(attrStream), expression.Value(stream)).
+		Set(expression.Name(attrShard), expression.Value(shardID))
+	if len(o.parents) > 0 {
+		upd = upd.Set(expression.Name(attrParents), expression.Value(o.parents))
+	}
+	out, err := s.update(ctx, "take", stream, shardID, owner, cond, upd, ErrHeld, types.ReturnValueAllNew)
+	if err != nil {
+		return Lease{}, err
+	}
+	return decode(out.Attributes)
+}
+
+// Renew implements Store.
+func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(s.opts.Clock().Add(s.opts.Duration)))).
+		Add(expression.Name(attrCounter), expression.Value(1))
+	out, err := s.update(ctx, "renew", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	if err != nil {
+		return Lease{}, err
+	}
+	return decode(out.Attributes)
+}
+
+// Checkpoint implements Store.
+func (s *DynamoStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	upd := expression.Set(expression.Name(attrCheckpoint), expression.Value(seq)).
+		Set(expression.Name(attrStartApplied), expression.Value(true))
+	out, err := s.update(ctx, "checkpoint", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	if err != nil {
+		return Lease{}, err
+	}
+	return decode(out.Attributes)
+}
+
+// Release implements Store.
+func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string) error {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return err
+	}
+	upd := expression.Remove(expression.Name(attrOwner)).Remove(expression.Name(attrExpiry))
+	_, err := s.update(ctx, "release", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueNone)
+	return err
+}
+
+// Get implements Store.
+func (s *DynamoStore) Get(ctx context.Context, stream, shardID string) (Lease, error) {
+	if err := checkKey(stream, shardID); err != nil {
+		return Lease{}, err
+	}
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: keyOf(stream, shardID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("get %s: %w", Key(stream, shardID), err)
+	}
+	if len(out.Item) == 0 {
+		return Lease{}, notFound(stream, shardID)
+	}
+	return decode(out.Item)
+}
+
+// GetMany implements Store. It sends one BatchGetItem per 100 keys and
+// retries unprocessed keys with a short backoff until ctx ends.
+func (s *DynamoStore) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]Lease, error) {
+	if err := checkMany(stream, shardIDs); err != nil {
+		return nil, err
+	}
+	out := make(map[string]Lease, len(shardIDs))
+	seen := make(map[string]bool, len(shardIDs))
+	var keys []map[string]types.AttributeValue
+	for _, id := range shardIDs {
+		if !seen[id] {
+			seen[id] = true
+			keys = append(keys, keyOf(stream, id))
+		}
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), batchGetLimit)
+		pending := keys[:n]
+		keys = keys[n:]
+		for attempt := 0; len(pending) > 0; attempt++ {
+			if attempt > 0 {
+				if err := sleep(ctx, backoff(attempt)); err != nil {
+					return nil, fmt.Errorf("batch get %s: %w", stream, err)
+				}
+			}
+			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+				RequestItems: map[string]types.KeysAndAttributes{s.table: {Keys: pending, ConsistentRead: aws.Bool(true)}},
+			})
+			if err != nil {
+				return nil, fmt.Errorf("batch get %s: %w", stream, err)
+			}
+			for _, item := range res.Responses[s.table] {
+				l, err := decode(item)
+				if err != nil {
+					return nil, err
+				}
+				out[l.ShardID] = l
+			}
+			pending = res.UnprocessedKeys[s.table].Keys
+		}
+	}
+	return out, nil
+}
+
+// List implements Store.
+func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) {
+	if err := checkName("stream", stream); err != nil {
+		return nil, err
+	}
+	expr, err := expression.NewBuilder().WithFilter(expression.Name(attrStream).Equal(expression.Value(stream))).Build()
+	if err != nil {
+		return nil, fmt.Errorf("list %s: build expression: %w", stream, err)
+	}
+	var out []Lease
+	p := dynamodb.NewScanPaginator(s.client, &dynamodb.ScanInput{
+		TableName:                 aws.String(s.table),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", stream, err)
+		}
+		for _, item := range page.Items {
+			l, err := decode(item)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+		}
+	}
+	sortByShard(out)
+	return out, nil
+}
+
+// SetStart implements Store.
+func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID, start, generation string) (bool, error) {
+	if err := checkStart(stream, shardID, start, generation); err != nil {
+		return false, err
+	}
+	cond := expression.Or(
+		expression.AttributeNotExists(expression.Name(attrGeneration)),
+		expression.Name(attrGeneration).NotEqual(expression.Value(generation)),
+	)
+	upd := expression.Set(expression.Name(attrStream), expression.Value(stream)).
+		Set(expression.Name(attrShard), expression.Value(shardID)).
+		Set(expression.Name(attrStart), expression.Value(start)).
+		Set(expression.Name(attrGeneration), expression.Value(generation)).
+		Set(expression.Name(attrStartApplied), expression.Value(false))
+	_, err := s.update(ctx, "set start", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueNone)
+	if errors.Is(err, ErrHeld) {
+		return false, nil // this generation is already recorded
+	}
+	return err == nil, err
+}
+
+// Delete implements Store.
+func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string) error {
+	if err := checkKey(stream, shardID); err != nil {
+		return err
+	}
+	expr, err := expression.NewBuilder().WithCondition(expression.Or(
+		expression.AttributeNotExists(expression.Name(attrOwner)),
+		expression.Name(attrExpiry).LessThanEqual(expression.Value(ms(s.opts.Clock()))),
+	)).Build()
+	if err != nil {
+		return fmt.Errorf("delete %s: build expression: %w", Key(stream, shardID), err)
+	}
+	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(stream, shardID),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return conflict(err, "delete", Key(stream, shardID), "", ErrHeld)
+	}
+	return nil
+}
+
+func backoff(attempt int) time.Duration {
+	d := 50 * time.Millisecond << min(attempt, 5)
+	return min(d, time.Second)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// TableAPI is the part of the DynamoDB client CreateTable uses.
+type TableAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// CreateTable creates a lease table (PAY_PER_REQUEST, hash key lease_key) for
+// local runs and tests, and waits up to a minute until it is ACTIVE. A table
+// that already exists is left as it is.
+func CreateTable(ctx context.Context, client TableAPI, table string) error {
+	if table == "" {
+		return &InvalidError{Field: "table", Value: table, Want: "a DynamoDB table name"}
+	}
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	w := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 50*time.Millisecond, time.Second
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
+		return fmt.Errorf("create table %s: wait for ACTIVE: %w", table, err)
+	}
+	return nil
+}
+

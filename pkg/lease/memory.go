@@ -1,0 +1,223 @@
+package lease
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryStore keeps leases in the process. It is correct for one instance and
+// empty after a restart. The zero value is not usable: call NewMemoryStore.
+type MemoryStore struct {
+	opts Options
+	mu   sync.Mutex
+	rows map[string]Lease
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty store.
+func NewMemoryStore(optFns ...func(*Options)) (*MemoryStore, error) {
+	var o Options
+	for _, f := range optFns {
+		f(&o)
+	}
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return &MemoryStore{opts: o, rows: map[string]Lease{}}, nil
+}
+
+func clone(l Lease) Lease {
+	l.ParentShardIDs = slices.Clone(l.ParentShardIDs)
+	return l
+}
+
+// Take implements Store.
+func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	o := applyTake(opts)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opts.Clock()
+	key := Key(stream, shardID)
+	l, ok := m.rows[key]
+	if ok && l.Owner != "" && l.Owner != owner && now.Before(l.Expiry) {
+		cur := clone(l)
+		return Lease{}, &ConflictError{Op: "take", Key: key, Owner: owner, Current: &cur, Err: ErrHeld}
+	}
+	if !ok {
+		l = Lease{Stream: stream, ShardID: shardID}
+	}
+	l.Owner, l.Expiry = owner, now.Add(m.opts.Duration)
+	l.Counter++
+	if o.parents != nil {
+		l.ParentShardIDs = o.parents
+	}
+	m.rows[key] = l
+	return clone(l), nil
+}
+
+// update applies f to the row while owner holds it.
+func (m *MemoryStore) update(ctx context.Context, op, stream, shardID, owner string, f func(*Lease)) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := Key(stream, shardID)
+	l, ok := m.rows[key]
+	if !ok || l.Owner != owner {
+		var cur *Lease
+		if ok {
+			c := clone(l)
+			cur = &c
+		}
+		return Lease{}, &ConflictError{Op: op, Key: key, Owner: owner, Current: cur, Err: ErrNotOwner}
+	}
+	f(&l)
+	m.rows[key] = l
+	return clone(l), nil
+}
+
+// Renew implements Store.
+func (m *MemoryStore) Renew(ctx context.Context, stream, shardID, owner string) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	return m.update(ctx, "renew", stream, shardID, owner, func(l *Lease) {
+		l.Expiry = m.opts.Clock().Add(m.opts.Duration)
+		l.Counter++
+	})
+}
+
+// Checkpoint implements Store.
+func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	return m.update(ctx, "checkpoint", stream, shardID, owner, func(l *Lease) {
+		l.Checkpoint = seq
+		l.StartApplied = true
+	})
+}
+
+// Release implements Store.
+func (m *MemoryStore) Release(ctx context.Context, stream, shardID, owner string) error {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return err
+	}
+	_, err := m.update(ctx, "release", stream, shardID, owner, func(l *Lease) {
+		l.Owner, l.Expiry = "", time.Time{}
+	})
+	return err
+}
+
+// Get implements Store.
+func (m *MemoryStore) Get(ctx context.Context, stream, shardID string) (Lease, error) {
+	if err := checkKey(stream, shardID); err != nil {
+		return Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.rows[Key(stream, shardID)]
+	if !ok {
+		return Lease{}, notFound(stream, shardID)
+	}
+	return clone(l), nil
+}
+
+// GetMany implements Store.
+func (m *MemoryStore) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]Lease, error) {
+	if err := checkMany(stream, shardIDs); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Lease, len(shardIDs))
+	for _, id := range shardIDs {
+		if l, ok := m.rows[Key(stream, id)]; ok {
+			out[id] = clone(l)
+		}
+	}
+	return out, nil
+}
+
+// List implements Store.
+func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) {
+	if err := checkName("stream", stream); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Lease
+	for _, l := range m.rows {
+		if l.Stream == stream {
+			out = append(out, clone(l))
+		}
+	}
+	sortByShard(out)
+	return out, nil
+}
+
+// SetStart implements Store.
+func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID, start, generation string) (bool, error) {
+	if err := checkStart(stream, shardID, start, generation); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := Key(stream, shardID)
+	l, ok := m.rows[key]
+	if ok && l.Generation == generation {
+		return false, nil
+	}
+	if !ok {
+		l = Lease{Stream: stream, ShardID: shardID}
+	}
+	l.Start, l.Generation, l.StartApplied = start, generation, false
+	m.rows[key] = l
+	return true, nil
+}
+
+// Delete implements Store.
+func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string) error {
+	if err := checkKey(stream, shardID); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := Key(stream, shardID)
+	l, ok := m.rows[key]
+	if ok && l.HeldAt(m.opts.Clock()) {
+		cur := clone(l)
+		return &ConflictError{Op: "delete", Key: key, Current: &cur, Err: ErrHeld}
+	}
+	delete(m.rows, key)
+	return nil
+}
