@@ -407,4 +407,3 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 	}
 	return nil
 }
-

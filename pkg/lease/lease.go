@@ -102,7 +102,9 @@ type takeOptions struct {
 
 // WithParents records the shard's parent ids on the row.
 func WithParents(ids ...string) TakeOption {
-	return func(o *takeOptions) { o.parents = slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == "" }) }
+	return func(o *takeOptions) {
+		o.parents = slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == "" })
+	}
 }
 
 func applyTake(opts []TakeOption) takeOptions {

@@ -69,4 +69,3 @@ func TestTakeRace_ExactlyOneWinnerPerRound(t *testing.T) {
 		})
 	}
 }
-
