@@ -1,0 +1,51 @@
+# shardloop — the front door. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO        ?= go
+GOARCH_FN ?= arm64
+EMU_DIR   := tools/emulators
+EMU_STAMP := $(EMU_DIR)/node_modules/.installed
+FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
+BUILD_DIR := build
+
+.PHONY: help deps build test test-go lint bench demo clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+deps: $(EMU_STAMP) ## Install what tests need: kinesis-local and dynalite (npm ci), Go modules and tools
+	@$(GO) mod download
+	@$(GO) build -o /dev/null github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
+
+$(EMU_STAMP): $(EMU_DIR)/package-lock.json
+	@command -v node >/dev/null || { echo "node (>= 20) is required for the local emulators"; exit 1; }
+	cd $(EMU_DIR) && npm ci --no-audit --no-fund
+	@touch $@
+
+build: ## Build the Lambda bootstraps (linux/$(GOARCH_FN)) into build/<function>/bootstrap
+	@for fn in $(FUNCTIONS); do \
+	  echo "build $(BUILD_DIR)/$$fn/bootstrap (linux/$(GOARCH_FN))"; \
+	  mkdir -p $(BUILD_DIR)/$$fn && \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH_FN) $(GO) build -tags lambda.norpc -trimpath \
+	    -ldflags='-s -w -buildid=' -o $(BUILD_DIR)/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	done
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+test-go: deps ## go test -race ./... (starts the emulators itself)
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test: deps lint test-go ## Everything CI runs: lint, go test -race, infra tests and template checks
+	@if $(MAKE) -n test-infra >/dev/null 2>&1; then $(MAKE) --no-print-directory test-infra; fi
+
+bench: deps ## Benchmarks; prints `bench <name> <value> <unit>` lines
+	@mkdir -p $(BUILD_DIR)
+	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... 2>&1 | tee $(BUILD_DIR)/bench.log | grep -E '^(bench |--- FAIL|FAIL|panic)'
+
+clean: ## Remove build output
+	rm -rf $(BUILD_DIR)
+
+-include mk/*.mk
