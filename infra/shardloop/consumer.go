@@ -1,0 +1,331 @@
+package shardloop
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Metric names and namespace the functions publish in the embedded metric
+// format, with the dimension Stream (and Stream, Shard).
+const (
+	MetricNamespace = "Shardloop"
+	StreamDimension = "Stream"
+)
+
+// Consumer is a deployed shardloop subscription: one stream, one target.
+type Consumer struct {
+	// Construct is the scope everything the consumer creates is in.
+	Construct constructs.Construct
+
+	Stream       awskinesis.IStream
+	LeaseTable   awsdynamodb.ITable
+	Coordinator  awslambda.Function
+	ShardReader  awslambda.Function
+	StateMachine awsstepfunctions.StateMachine
+	Schedule     awsevents.Rule
+	Dashboard    awscloudwatch.Dashboard
+	// Alarms by name: TargetErrors, GivenUpBatches, Lag, ExecutionsFailed,
+	// CoordinatorErrors. Add actions (an SNS topic) to them as needed.
+	Alarms map[string]awscloudwatch.Alarm
+
+	// StreamDimensionValue is the value of the Stream dimension the
+	// alarms and dashboard read: the stream's name.
+	StreamDimensionValue *string
+}
+
+// consumers remembers, per app, the streams that already have a consumer.
+var consumers = struct {
+	sync.Mutex
+	byApp map[constructs.IConstruct]map[string]string
+}{byApp: map[constructs.IConstruct]map[string]string{}}
+
+// NewConsumer adds a shardloop consumer to scope. Props are validated before
+// anything is created: the error names each bad prop. A second consumer of a
+// stream that already has one in the same app is an error wrapping
+// ErrDuplicateStream.
+func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*Consumer, error) {
+	if props == nil {
+		props = &ConsumerProps{}
+	}
+	p := props.withDefaults()
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	definition, err := os.ReadFile(p.DefinitionFile)
+	if err != nil {
+		return nil, &ConfigError{Prop: "DefinitionFile", Reason: err.Error()}
+	}
+	if !strings.Contains(string(definition), "${"+ShardReaderSubstitution+"}") {
+		return nil, &ConfigError{Prop: "DefinitionFile", Reason: fmt.Sprintf("%s has no ${%s} to substitute", p.DefinitionFile, ShardReaderSubstitution)}
+	}
+
+	stack := awscdk.Stack_Of(scope)
+	key := streamKey(stack, &p)
+	root := scope.Node().Root()
+	path := *scope.Node().Path() + "/" + id
+	consumers.Lock()
+	seen := consumers.byApp[root]
+	if seen == nil {
+		seen = map[string]string{}
+		consumers.byApp[root] = seen
+	}
+	if other, ok := seen[key]; key != "" && ok {
+		consumers.Unlock()
+		return nil, fmt.Errorf("shardloop: %s: stream %s: %w (%s); one deployment reads a stream through one subscription", path, key, ErrDuplicateStream, other)
+	}
+	if key != "" {
+		seen[key] = path
+	}
+	consumers.Unlock()
+
+	c := &Consumer{Construct: constructs.NewConstruct(scope, jsii.String(id)), Alarms: map[string]awscloudwatch.Alarm{}}
+	c.Stream, c.StreamDimensionValue = c.stream(stack, &p)
+	c.LeaseTable = c.leaseTable(&p)
+
+	// Deterministic physical names break the cycles coordinator -> state
+	// machine -> shardreader -> coordinator (the nudge) and state machine ->
+	// its own ARN (continue-as-new): they are referenced as strings.
+	base := *awscdk.Names_UniqueResourceName(c.Construct, &awscdk.UniqueResourceNameOptions{MaxLength: jsii.Number(48)})
+	coordinatorName := base + "-coordinator"
+	stateMachineName := base + "-shard-loop"
+	coordinatorArn := stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("lambda"), Resource: jsii.String("function"),
+		ResourceName: jsii.String(coordinatorName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	stateMachineArn := stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
+		ResourceName: jsii.String(stateMachineName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	targetArn := c.targetArn(stack, &p)
+	streamArn := c.Stream.StreamArn()
+	tableArn := c.LeaseTable.TableArn()
+
+	// The shardreader.
+	readerLogs := c.logGroup("ShardReaderLogs", nil, &p)
+	readerRole := c.role("ShardReaderRole", "lambda.amazonaws.com", "shardloop shardreader: reads one shard, delivers to the target, checkpoints")
+	allow(readerRole, "ReadStream", []string{"kinesis:DescribeStreamSummary", "kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"}, streamArn)
+	allow(readerRole, "Leases", []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, tableArn)
+	allow(readerRole, "InvokeTargetAndNudgeCoordinator", []string{"lambda:InvokeFunction"}, targetArn, coordinatorArn)
+	allow(readerRole, "Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, readerLogs.LogGroupArn())
+	c.ShardReader = awslambda.NewFunction(c.Construct, jsii.String("ShardReader"), &awslambda.FunctionProps{
+		Description:  jsii.String("shardloop shardreader: one bounded loop iteration over one shard"),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         code(p.ShardReaderCode, p.ProjectRoot, ShardReaderAssetRel),
+		Role:         readerRole,
+		MemorySize:   jsii.Number(float64(p.ShardReaderMemoryMiB)),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number((p.RunLength + shardReaderMargin).Seconds())),
+		LogGroup:     readerLogs,
+		Environment: &map[string]*string{
+			"SHARDLOOP_LEASE_TABLE":          c.LeaseTable.TableName(),
+			"SHARDLOOP_TARGET_FUNCTION":      targetArn,
+			"SHARDLOOP_COORDINATOR_FUNCTION": jsii.String(coordinatorName),
+			"SHARDLOOP_BATCH_SIZE":           jsii.String(strconv.Itoa(p.BatchSize)),
+			"SHARDLOOP_POLL_INTERVAL":        jsii.String(envDuration(p.PollInterval)),
+			"SHARDLOOP_RUN_LENGTH":           jsii.String(envDuration(p.RunLength)),
+			"SHARDLOOP_MAX_ITERATIONS":       jsii.String(strconv.Itoa(p.MaxIterations)),
+		},
+	})
+
+	// The state machine, from the one ASL file SAM loads too.
+	machineLogs := c.logGroup("ShardLoopLogs", jsii.String("/aws/vendedlogs/states/"+stateMachineName), &p)
+	machineRole := c.role("ShardLoopRole", "states.amazonaws.com", "shardloop shard loop: invokes the shardreader, continues as new")
+	allow(machineRole, "InvokeShardReader", []string{"lambda:InvokeFunction"}, c.ShardReader.FunctionArn())
+	allow(machineRole, "ContinueAsNew", []string{"states:StartExecution"}, stateMachineArn)
+	c.StateMachine = awsstepfunctions.NewStateMachine(c.Construct, jsii.String("ShardLoop"), &awsstepfunctions.StateMachineProps{
+		StateMachineName: jsii.String(stateMachineName),
+		StateMachineType: awsstepfunctions.StateMachineType_STANDARD,
+		DefinitionBody:   awsstepfunctions.DefinitionBody_FromString(jsii.String(string(definition))),
+		DefinitionSubstitutions: &map[string]*string{
+			ShardReaderSubstitution: c.ShardReader.FunctionArn(),
+		},
+		Role: machineRole,
+		Logs: &awsstepfunctions.LogOptions{
+			Destination:          machineLogs,
+			Level:                p.ExecutionLogLevel,
+			IncludeExecutionData: jsii.Bool(false),
+		},
+	})
+
+	// The coordinator, run every minute.
+	coordinatorLogs := c.logGroup("CoordinatorLogs", nil, &p)
+	coordinatorRole := c.role("CoordinatorRole", "lambda.amazonaws.com", "shardloop coordinator: lists shards, takes leases, starts shard loops")
+	allow(coordinatorRole, "ListShards", []string{"kinesis:DescribeStreamSummary", "kinesis:ListShards"}, streamArn)
+	allow(coordinatorRole, "Leases", []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"}, tableArn)
+	allow(coordinatorRole, "StartShardLoops", []string{"states:StartExecution"}, c.StateMachine.StateMachineArn())
+	allow(coordinatorRole, "Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, coordinatorLogs.LogGroupArn())
+	c.Coordinator = awslambda.NewFunction(c.Construct, jsii.String("Coordinator"), &awslambda.FunctionProps{
+		FunctionName:  jsii.String(coordinatorName),
+		Description:   jsii.String("shardloop coordinator: takes shard leases and starts one shard loop per shard"),
+		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:  awslambda.Architecture_ARM_64(),
+		Handler:       jsii.String("bootstrap"),
+		Code:          code(p.CoordinatorCode, p.ProjectRoot, CoordinatorAssetRel),
+		Role:          coordinatorRole,
+		MemorySize:    jsii.Number(float64(p.CoordinatorMemoryMiB)),
+		Timeout:       awscdk.Duration_Seconds(jsii.Number((p.Window + coordinatorMargin).Seconds())),
+		LogGroup:      coordinatorLogs,
+		RetryAttempts: jsii.Number(0), // the next minute's run (or a nudge) does the work again
+		Environment: &map[string]*string{
+			"SHARDLOOP_STREAM":            streamArn,
+			"SHARDLOOP_LEASE_TABLE":       c.LeaseTable.TableName(),
+			"SHARDLOOP_STATE_MACHINE_ARN": c.StateMachine.StateMachineArn(),
+			"SHARDLOOP_TARGET_FUNCTION":   targetArn,
+			"SHARDLOOP_START_POSITION":    jsii.String(p.StartPosition),
+			"SHARDLOOP_BATCH_SIZE":        jsii.String(strconv.Itoa(p.BatchSize)),
+			"SHARDLOOP_POLL_INTERVAL":     jsii.String(envDuration(p.PollInterval)),
+			"SHARDLOOP_RUN_LENGTH":        jsii.String(envDuration(p.RunLength)),
+			"SHARDLOOP_CREATE_SHARDS":     jsii.String("0"), // the stream is created here, by CloudFormation, if at all
+			"SHARDLOOP_WINDOW":            jsii.String(envDuration(p.Window)),
+		},
+	})
+	c.Schedule = awsevents.NewRule(c.Construct, jsii.String("Schedule"), &awsevents.RuleProps{
+		Description: jsii.String("shardloop: run the coordinator every minute"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets: &[]awsevents.IRuleTarget{
+			awseventstargets.NewLambdaFunction(c.Coordinator, &awseventstargets.LambdaFunctionProps{
+				RetryAttempts: jsii.Number(0),
+				MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(1)),
+			}),
+		},
+	})
+
+	c.observe(&p, base)
+	return c, nil
+}
+
+// stream returns the stream to read and the value of its metrics' Stream
+// dimension (its name).
+func (c *Consumer) stream(stack awscdk.Stack, p *ConsumerProps) (awskinesis.IStream, *string) {
+	switch {
+	case p.Stream != nil:
+		return p.Stream, p.Stream.StreamName()
+	case p.CreateShards > 0:
+		props := &awskinesis.StreamProps{
+			ShardCount: jsii.Number(float64(p.CreateShards)),
+			StreamMode: awskinesis.StreamMode_PROVISIONED,
+			Encryption: awskinesis.StreamEncryption_MANAGED,
+		}
+		if p.StreamName != "" {
+			props.StreamName = jsii.String(p.StreamName)
+		}
+		s := awskinesis.NewStream(c.Construct, jsii.String("Stream"), props)
+		return s, s.StreamName()
+	case strings.HasPrefix(p.StreamName, "arn:"):
+		m := streamArn.FindStringSubmatch(p.StreamName)
+		return awskinesis.Stream_FromStreamArn(c.Construct, jsii.String("Stream"), jsii.String(p.StreamName)), jsii.String(m[3])
+	default:
+		arn := stack.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("kinesis"), Resource: jsii.String("stream"),
+			ResourceName: jsii.String(p.StreamName), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+		})
+		return awskinesis.Stream_FromStreamArn(c.Construct, jsii.String("Stream"), arn), jsii.String(p.StreamName)
+	}
+}
+
+// streamKey names the stream for the one-consumer-per-stream check:
+// region/account/name where they are known at synth, else the construct
+// path of the given stream. A stream created by this consumer is new, so
+// it needs no key unless it is named.
+func streamKey(stack awscdk.Stack, p *ConsumerProps) string {
+	here := func(name string) string { return *stack.Region() + "/" + *stack.Account() + "/" + name }
+	switch {
+	case p.Stream != nil:
+		if arn := *p.Stream.StreamArn(); !isToken(arn) {
+			if m := streamArn.FindStringSubmatch(arn); m != nil {
+				return m[1] + "/" + m[2] + "/" + m[3]
+			}
+		}
+		if name := *p.Stream.StreamName(); !isToken(name) {
+			return here(name)
+		}
+		return "construct:" + *p.Stream.Node().Path()
+	case strings.HasPrefix(p.StreamName, "arn:"):
+		m := streamArn.FindStringSubmatch(p.StreamName)
+		return m[1] + "/" + m[2] + "/" + m[3]
+	case p.StreamName != "":
+		return here(p.StreamName)
+	default:
+		return ""
+	}
+}
+
+func (c *Consumer) leaseTable(p *ConsumerProps) awsdynamodb.ITable {
+	switch {
+	case p.LeaseTable != nil:
+		return p.LeaseTable
+	case p.LeaseTableName != "":
+		return awsdynamodb.Table_FromTableName(c.Construct, jsii.String("LeaseTable"), jsii.String(p.LeaseTableName))
+	}
+	return awsdynamodb.NewTable(c.Construct, jsii.String("LeaseTable"), &awsdynamodb.TableProps{
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("lease_key"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(!p.DisableLeaseTablePITR),
+		},
+		RemovalPolicy: p.LeaseTableRemovalPolicy,
+	})
+}
+
+// targetArn is the target's ARN; a bare name is placed in this stack's
+// account and region.
+func (c *Consumer) targetArn(stack awscdk.Stack, p *ConsumerProps) *string {
+	switch {
+	case p.Target != nil:
+		return p.Target.FunctionArn()
+	case strings.HasPrefix(p.TargetFunction, "arn:") || isToken(p.TargetFunction):
+		return jsii.String(p.TargetFunction)
+	}
+	return stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("lambda"), Resource: jsii.String("function"),
+		ResourceName: jsii.String(p.TargetFunction), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+}
+
+func (c *Consumer) logGroup(id string, name *string, p *ConsumerProps) awslogs.LogGroup {
+	return awslogs.NewLogGroup(c.Construct, jsii.String(id), &awslogs.LogGroupProps{
+		LogGroupName:  name,
+		Retention:     p.LogRetention,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+}
+
+func (c *Consumer) role(id, service, description string) awsiam.Role {
+	return awsiam.NewRole(c.Construct, jsii.String(id), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String(service), nil),
+		Description: jsii.String(description),
+	})
+}
+
+func allow(role awsiam.Role, sid string, actions []string, resources ...*string) {
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String(sid),
+		Effect:    awsiam.Effect_ALLOW,
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	}))
+}
+
+func code(given awslambda.Code, root, rel string) awslambda.Code {
+	if given != nil {
+		return given
+	}
+	return awslambda.Code_FromAsset(jsii.String(root+"/"+rel), nil)
+}

@@ -1,0 +1,456 @@
+package shardloop
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestLeaseTable_KeyIsLeaseKeyPayPerRequestWithPITRAndRetained(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	_, table := tmpl.byPrefix(t, "AWS::DynamoDB::Table", "ConsumerLeaseTable")
+	want := raw(t, `{
+		"AttributeDefinitions": [{"AttributeName": "lease_key", "AttributeType": "S"}],
+		"KeySchema": [{"AttributeName": "lease_key", "KeyType": "HASH"}],
+		"BillingMode": "PAY_PER_REQUEST",
+		"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": true}
+	}`)
+	if got := canon(t, table.Properties); got != canon(t, want) {
+		t.Errorf("lease table properties\n got %s\nwant %s", got, canon(t, want))
+	}
+	if table.DeletionPolicy != "Retain" || table.UpdateReplacePolicy != "Retain" {
+		t.Errorf("lease table policies = %q/%q, want Retain/Retain", table.DeletionPolicy, table.UpdateReplacePolicy)
+	}
+}
+
+func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	if ids := tmpl.ofType("AWS::Lambda::Function"); len(ids) != 2 {
+		t.Fatalf("functions: %v, want the coordinator and the shardreader", ids)
+	}
+	streamArn := raw(t, `{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":kinesis:eu-west-1:123456789012:stream/orders"]]}`)
+	tableID, _ := tmpl.byPrefix(t, "AWS::DynamoDB::Table", "ConsumerLeaseTable")
+	machineID, _ := tmpl.byPrefix(t, "AWS::StepFunctions::StateMachine", "ConsumerShardLoop")
+	coordinatorID, coordinator := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerCoordinator")
+	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerShardReader")
+	name, _ := coordinator.Properties["FunctionName"].(string)
+	if name == "" || len(name) > 64 {
+		t.Fatalf("coordinator FunctionName = %v, want a fixed name of at most 64 characters", coordinator.Properties["FunctionName"])
+	}
+
+	for _, tc := range []struct {
+		name    string
+		fn      resource
+		timeout float64
+		env     map[string]any
+	}{
+		{"coordinator", coordinator, 70, map[string]any{
+			"SHARDLOOP_STREAM":            streamArn,
+			"SHARDLOOP_LEASE_TABLE":       map[string]any{"Ref": tableID},
+			"SHARDLOOP_STATE_MACHINE_ARN": map[string]any{"Ref": machineID},
+			"SHARDLOOP_TARGET_FUNCTION":   testTarget,
+			"SHARDLOOP_START_POSITION":    "latest",
+			"SHARDLOOP_BATCH_SIZE":        "100",
+			"SHARDLOOP_POLL_INTERVAL":     "1s",
+			"SHARDLOOP_RUN_LENGTH":        "60s",
+			"SHARDLOOP_CREATE_SHARDS":     "0",
+			"SHARDLOOP_WINDOW":            "55s",
+		}},
+		{"shardreader", reader, 120, map[string]any{
+			"SHARDLOOP_LEASE_TABLE":          map[string]any{"Ref": tableID},
+			"SHARDLOOP_TARGET_FUNCTION":      testTarget,
+			"SHARDLOOP_COORDINATOR_FUNCTION": name,
+			"SHARDLOOP_BATCH_SIZE":           "100",
+			"SHARDLOOP_POLL_INTERVAL":        "1s",
+			"SHARDLOOP_RUN_LENGTH":           "60s",
+			"SHARDLOOP_MAX_ITERATIONS":       "500",
+		}},
+	} {
+		p := tc.fn.Properties
+		if canon(t, p["Architectures"]) != `["arm64"]` || p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" {
+			t.Errorf("%s: Architectures %v Runtime %v Handler %v, want [arm64] provided.al2023 bootstrap", tc.name, p["Architectures"], p["Runtime"], p["Handler"])
+		}
+		if p["Timeout"] != tc.timeout || p["MemorySize"] != float64(128) {
+			t.Errorf("%s: Timeout %v MemorySize %v, want %v and 128", tc.name, p["Timeout"], p["MemorySize"], tc.timeout)
+		}
+		env := p["Environment"].(map[string]any)["Variables"]
+		if got, want := canon(t, env), canon(t, tc.env); got != want {
+			t.Errorf("%s environment\n got %s\nwant %s", tc.name, got, want)
+		}
+		if p["LoggingConfig"] == nil {
+			t.Errorf("%s: no LoggingConfig: its log group (and retention) is not ours", tc.name)
+		}
+	}
+	_ = coordinatorID
+}
+
+func TestSchedule_RunsTheCoordinatorEveryMinuteWithoutRetries(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	coordinatorID, _ := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerCoordinator")
+	_, rule := tmpl.byPrefix(t, "AWS::Events::Rule", "ConsumerSchedule")
+	if rule.Properties["ScheduleExpression"] != "rate(1 minute)" || rule.Properties["State"] != "ENABLED" {
+		t.Errorf("schedule = %v %v, want rate(1 minute) ENABLED", rule.Properties["ScheduleExpression"], rule.Properties["State"])
+	}
+	targets := rule.Properties["Targets"].([]any)
+	if len(targets) != 1 {
+		t.Fatalf("targets: %v", targets)
+	}
+	target := targets[0].(map[string]any)
+	if got, want := canon(t, target["Arn"]), canon(t, map[string]any{"Fn::GetAtt": []any{coordinatorID, "Arn"}}); got != want {
+		t.Errorf("target = %s, want %s", got, want)
+	}
+	if len(tmpl.ofType("AWS::Lambda::Permission")) != 1 {
+		t.Errorf("lambda permissions: %v, want the rule's alone", tmpl.ofType("AWS::Lambda::Permission"))
+	}
+}
+
+// statement is an IAM statement reduced to what least privilege is about.
+type statement struct {
+	Sid       string
+	Actions   []string
+	Resources []string // canonical JSON of each resource
+}
+
+// rolePolicy collects every statement granted to the role with the id prefix:
+// its inline policies, attached AWS::IAM::Policy resources, managed policies.
+func rolePolicy(t *testing.T, tmpl cfn, rolePrefix string) []statement {
+	t.Helper()
+	roleID, role := tmpl.byPrefix(t, "AWS::IAM::Role", rolePrefix)
+	if role.Properties["ManagedPolicyArns"] != nil || role.Properties["Policies"] != nil {
+		t.Errorf("%s: managed or inline policies %v %v, want none", rolePrefix, role.Properties["ManagedPolicyArns"], role.Properties["Policies"])
+	}
+	var out []statement
+	for _, id := range tmpl.ofType("AWS::IAM::Policy") {
+		p := tmpl.Resources[id].Properties
+		if !strings.Contains(canon(t, p["Roles"]), `"`+roleID+`"`) {
+			continue
+		}
+		for _, s := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			s := s.(map[string]any)
+			if s["Effect"] != "Allow" {
+				t.Errorf("%s: statement %v is not Allow", rolePrefix, s)
+			}
+			st := statement{Sid: str(s["Sid"])}
+			for _, a := range list(s["Action"]) {
+				st.Actions = append(st.Actions, a.(string))
+			}
+			for _, r := range list(s["Resource"]) {
+				st.Resources = append(st.Resources, canon(t, r))
+			}
+			sort.Strings(st.Actions)
+			out = append(out, st)
+		}
+	}
+	for _, id := range tmpl.ofType("AWS::IAM::ManagedPolicy") {
+		if strings.Contains(canon(t, tmpl.Resources[id].Properties["Roles"]), `"`+roleID+`"`) {
+			t.Errorf("%s: managed policy %s attached", rolePrefix, id)
+		}
+	}
+	return out
+}
+
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return []any{v}
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+func TestRoles_GrantExactlyTheActionsAndResourcesEachPartNeeds(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	tableID, _ := tmpl.byPrefix(t, "AWS::DynamoDB::Table", "ConsumerLeaseTable")
+	machineID, machine := tmpl.byPrefix(t, "AWS::StepFunctions::StateMachine", "ConsumerShardLoop")
+	readerID, _ := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerShardReader")
+	_, coordinator := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerCoordinator")
+	readerLogs, _ := tmpl.byPrefix(t, "AWS::Logs::LogGroup", "ConsumerShardReaderLogs")
+	coordinatorLogs, _ := tmpl.byPrefix(t, "AWS::Logs::LogGroup", "ConsumerCoordinatorLogs")
+
+	join := func(rest string) string {
+		return canon(t, map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, rest}}})
+	}
+	getAtt := func(id string) string { return canon(t, map[string]any{"Fn::GetAtt": []any{id, "Arn"}}) }
+	stream := join(":kinesis:eu-west-1:123456789012:stream/orders")
+	table := getAtt(tableID)
+	coordinatorArn := join(":lambda:eu-west-1:123456789012:function:" + coordinator.Properties["FunctionName"].(string))
+	ownArn := join(":states:eu-west-1:123456789012:stateMachine:" + machine.Properties["StateMachineName"].(string))
+	target := canon(t, testTarget)
+
+	for _, tc := range []struct {
+		role string
+		want []statement
+	}{
+		{"ConsumerShardReaderRole", []statement{
+			{"ReadStream", []string{"kinesis:DescribeStreamSummary", "kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"}, []string{stream}},
+			{"Leases", []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, []string{table}},
+			{"InvokeTargetAndNudgeCoordinator", []string{"lambda:InvokeFunction"}, []string{target, coordinatorArn}},
+			{"Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, []string{getAtt(readerLogs)}},
+		}},
+		{"ConsumerCoordinatorRole", []statement{
+			{"ListShards", []string{"kinesis:DescribeStreamSummary", "kinesis:ListShards"}, []string{stream}},
+			{"Leases", []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"}, []string{table}},
+			{"StartShardLoops", []string{"states:StartExecution"}, []string{canon(t, map[string]any{"Ref": machineID})}},
+			{"Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, []string{getAtt(coordinatorLogs)}},
+		}},
+		{"ConsumerShardLoopRole", []statement{
+			{"InvokeShardReader", []string{"lambda:InvokeFunction"}, []string{getAtt(readerID)}},
+			{"ContinueAsNew", []string{"states:StartExecution"}, []string{ownArn}},
+			// Log delivery for execution logging: these APIs take no
+			// resource, so "*" is their only form.
+			{"", []string{"logs:CreateLogDelivery", "logs:DeleteLogDelivery", "logs:DescribeLogGroups", "logs:DescribeResourcePolicies", "logs:GetLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:UpdateLogDelivery"}, []string{`"*"`}},
+		}},
+	} {
+		got := rolePolicy(t, tmpl, tc.role)
+		if !reflect.DeepEqual(got, tc.want) {
+			g, _ := json.MarshalIndent(got, "", " ")
+			w, _ := json.MarshalIndent(tc.want, "", " ")
+			t.Errorf("%s statements\n got %s\nwant %s", tc.role, g, w)
+		}
+		for _, s := range got {
+			for _, a := range s.Actions {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s: wildcard action %s", tc.role, a)
+				}
+			}
+		}
+	}
+	if n := len(tmpl.ofType("AWS::IAM::Role")); n != 3 {
+		t.Errorf("roles: %d, want 3 (coordinator, shardreader, state machine)", n)
+	}
+}
+
+func TestStateMachine_DefinitionIsTheASLFileWithTheShardReaderSubstituted(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	readerID, _ := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerShardReader")
+	_, machine := tmpl.byPrefix(t, "AWS::StepFunctions::StateMachine", "ConsumerShardLoop")
+	file, err := os.ReadFile(definitionFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := machine.Properties
+	if p["DefinitionString"] != string(file) {
+		t.Fatalf("DefinitionString is not the bytes of %s:\n%v", DefinitionFileRel, p["DefinitionString"])
+	}
+	subs := canon(t, p["DefinitionSubstitutions"])
+	if want := canon(t, map[string]any{"ShardReaderArn": map[string]any{"Fn::GetAtt": []any{readerID, "Arn"}}}); subs != want {
+		t.Errorf("DefinitionSubstitutions = %s, want %s", subs, want)
+	}
+	if p["StateMachineType"] != "STANDARD" {
+		t.Errorf("StateMachineType = %v, want STANDARD", p["StateMachineType"])
+	}
+	if lc := canon(t, p["LoggingConfiguration"]); !strings.Contains(lc, `"Level":"ERROR"`) || !strings.Contains(lc, `"IncludeExecutionData":false`) {
+		t.Errorf("LoggingConfiguration = %s, want ERROR without execution data", lc)
+	}
+
+	// After substitution the definition is the loop: Read -> Decide ->
+	// (Read | ContinueAsNew -> Done | Done).
+	const readerArn = "arn:aws:lambda:eu-west-1:123456789012:function:reader"
+	var asl struct {
+		StartAt string
+		States  map[string]struct {
+			Type       string
+			Resource   string
+			Parameters map[string]any
+			OutputPath string
+			Retry      []struct{ ErrorEquals []string }
+			Next       string
+			Default    string
+			Choices    []struct{ Next string }
+		}
+	}
+	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(file), "${ShardReaderArn}", readerArn)), &asl); err != nil {
+		t.Fatalf("definition after substitution is not JSON: %v", err)
+	}
+	read, decide, again := asl.States["Read"], asl.States["Decide"], asl.States["ContinueAsNew"]
+	if asl.StartAt != "Read" || read.Resource != "arn:aws:states:::lambda:invoke" || read.Parameters["FunctionName"] != readerArn ||
+		read.Parameters["Payload.$"] != "$" || read.OutputPath != "$.Payload" || read.Next != "Decide" {
+		t.Errorf("Read state = %+v", read)
+	}
+	retried := map[string]bool{}
+	for _, r := range read.Retry {
+		for _, e := range r.ErrorEquals {
+			retried[e] = true
+		}
+	}
+	for _, e := range []string{"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException"} {
+		if !retried[e] {
+			t.Errorf("Read does not retry %s", e)
+		}
+	}
+	if decide.Type != "Choice" || len(decide.Choices) != 2 || decide.Choices[0].Next != "ContinueAsNew" || decide.Choices[1].Next != "Read" || decide.Default != "Done" {
+		t.Errorf("Decide state = %+v", decide)
+	}
+	if again.Resource != "arn:aws:states:::states:startExecution" || again.Parameters["StateMachineArn.$"] != "$$.StateMachine.Id" ||
+		again.Parameters["Input.$"] != "$" || again.Next != "Done" || asl.States["Done"].Type != "Succeed" {
+		t.Errorf("ContinueAsNew state = %+v", again)
+	}
+}
+
+func TestAlarms_WatchTargetErrorsLagAndFailedExecutions(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	machineID, _ := tmpl.byPrefix(t, "AWS::StepFunctions::StateMachine", "ConsumerShardLoop")
+	for _, tc := range []struct {
+		prefix, namespace, metric, dims string
+		threshold                       float64
+	}{
+		{"ConsumerTargetErrorsAlarm", "Shardloop", "TargetErrors", `[{"Name":"Stream","Value":"orders"}]`, 1},
+		{"ConsumerGivenUpBatchesAlarm", "Shardloop", "GivenUpBatches", `[{"Name":"Stream","Value":"orders"}]`, 1},
+		{"ConsumerLagAlarm", "Shardloop", "MillisBehindLatest", `[{"Name":"Stream","Value":"orders"}]`, 300000},
+		{"ConsumerExecutionsFailedAlarm", "AWS/States", "ExecutionsFailed", `[{"Name":"StateMachineArn","Value":{"Ref":"` + machineID + `"}}]`, 1},
+	} {
+		_, a := tmpl.byPrefix(t, "AWS::CloudWatch::Alarm", tc.prefix)
+		p := a.Properties
+		if p["Namespace"] != tc.namespace || p["MetricName"] != tc.metric || canon(t, p["Dimensions"]) != tc.dims || p["Threshold"] != tc.threshold {
+			t.Errorf("%s: %s/%s %s >= %v, want %s/%s %s >= %v", tc.prefix, p["Namespace"], p["MetricName"], canon(t, p["Dimensions"]), p["Threshold"],
+				tc.namespace, tc.metric, tc.dims, tc.threshold)
+		}
+	}
+	if len(tmpl.ofType("AWS::CloudWatch::Dashboard")) != 1 {
+		t.Error("no dashboard")
+	}
+}
+
+func TestNewConsumer_SecondConsumerOfOneStreamInOneAppFails(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	if _, err := NewConsumer(newTestStack(app, "Blue"), "Orders", ptr(baseProps(t))); err != nil {
+		t.Fatal(err)
+	}
+	// The same stream by ARN, in another stack of the same app.
+	p := baseProps(t)
+	p.StreamName = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"
+	_, err := NewConsumer(newTestStack(app, "Green"), "Orders", &p)
+	if !errors.Is(err, ErrDuplicateStream) || !strings.Contains(err.Error(), "Blue/Orders") {
+		t.Fatalf("second consumer: err = %v, want ErrDuplicateStream naming Blue/Orders", err)
+	}
+
+	// Another stream, or the same name in another app, is fine.
+	p = baseProps(t)
+	p.StreamName = "payments"
+	if _, err := NewConsumer(newTestStack(app, "Payments"), "Payments", &p); err != nil {
+		t.Errorf("other stream: %v", err)
+	}
+	other := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	if _, err := NewConsumer(newTestStack(other, "Blue"), "Orders", ptr(baseProps(t))); err != nil {
+		t.Errorf("same stream in another app: %v", err)
+	}
+}
+
+func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
+	for _, tc := range []struct {
+		prop   string
+		change func(*ConsumerProps, awscdk.Stack)
+	}{
+		{"StreamName", func(p *ConsumerProps, _ awscdk.Stack) { p.StreamName = "" }},
+		{"StreamName", func(p *ConsumerProps, _ awscdk.Stack) { p.StreamName = "orders/eu" }},
+		{"StreamName", func(p *ConsumerProps, _ awscdk.Stack) { p.StreamName = "arn:aws:kinesis:eu-west-1:123:stream/orders" }},
+		{"Stream", func(p *ConsumerProps, s awscdk.Stack) {
+			p.Stream = awskinesis.Stream_FromStreamArn(s, jsii.String("S"), jsii.String("arn:aws:kinesis:eu-west-1:123456789012:stream/x"))
+		}},
+		{"CreateShards", func(p *ConsumerProps, _ awscdk.Stack) { p.CreateShards = -1 }},
+		{"TargetFunction", func(p *ConsumerProps, _ awscdk.Stack) { p.TargetFunction = "" }},
+		{"TargetFunction", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.TargetFunction = "arn:aws:lambda:eu-west-1:123456789012:handle"
+		}},
+		{"StartPosition", func(p *ConsumerProps, _ awscdk.Stack) { p.StartPosition = "trim_horizon" }},
+		{"StartPosition", func(p *ConsumerProps, _ awscdk.Stack) { p.StartPosition = "timestamp:yesterday" }},
+		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = 10001 }},
+		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = -5 }},
+		{"PollInterval", func(p *ConsumerProps, _ awscdk.Stack) { p.PollInterval = 50 * time.Millisecond }},
+		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 15 * time.Minute }},
+		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 1500 * time.Millisecond }},
+		{"MaxIterations", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxIterations = 5000 }},
+		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = time.Second }},
+		{"ShardReaderMemoryMiB", func(p *ConsumerProps, _ awscdk.Stack) { p.ShardReaderMemoryMiB = 64 }},
+		{"LeaseTableName", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "x" }},
+		{"LeaseTable", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "leases"; p.DisableLeaseTablePITR = true }},
+		{"DefinitionFile", func(p *ConsumerProps, _ awscdk.Stack) { p.DefinitionFile = "/nonexistent/statemachine.asl.json" }},
+	} {
+		t.Run(tc.prop, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := newTestStack(app, "S")
+			p := baseProps(t)
+			tc.change(&p, stack)
+			c, err := NewConsumer(stack, "C", &p)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), "shardloop: "+tc.prop+": ") {
+				t.Fatalf("err = %v, want a ConfigError naming %s", err, tc.prop)
+			}
+			if c != nil || len(*stack.Node().Children()) > 1 { // the imported stream of case Stream
+				t.Errorf("a rejected consumer left constructs behind")
+			}
+		})
+	}
+}
+
+func TestNewConsumer_WithoutBootstrapsSaysRunMakeBuild(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(root+"/template", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file, _ := os.ReadFile(definitionFile(t))
+	if err := os.WriteFile(root+"/"+DefinitionFileRel, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	_, err := NewConsumer(newTestStack(app, "S"), "C", &ConsumerProps{StreamName: "orders", TargetFunction: "handle-orders", ProjectRoot: root})
+	for _, want := range []string{"CoordinatorCode: " + root + "/build/coordinator/bootstrap is missing: run make build", "ShardReaderCode: " + root + "/build/shardreader/bootstrap is missing: run make build"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to say %q", err, want)
+		}
+	}
+}
+
+func TestNewConsumer_CreatedStreamExistingTableAndTargetFunction(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := newTestStack(app, "S")
+	p := baseProps(t)
+	p.StreamName, p.CreateShards = "clicks", 4
+	p.LeaseTableName = "shared-leases"
+	p.TargetFunction = "handle-clicks:live"
+	p.StartPosition = "timestamp:1767225600000"
+	p.PollInterval, p.RunLength, p.MaxIterations = 500*time.Millisecond, 5*time.Minute, 200
+	if _, err := NewConsumer(stack, "C", &p); err != nil {
+		t.Fatal(err)
+	}
+	var tmpl cfn
+	if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	_, s := tmpl.byPrefix(t, "AWS::Kinesis::Stream", "CStream")
+	if s.Properties["ShardCount"] != float64(4) || s.Properties["Name"] != "clicks" || canon(t, s.Properties["StreamModeDetails"]) != `{"StreamMode":"PROVISIONED"}` {
+		t.Errorf("stream = %s", canon(t, s.Properties))
+	}
+	if n := len(tmpl.ofType("AWS::DynamoDB::Table")); n != 0 {
+		t.Errorf("%d tables created, want none (existing table)", n)
+	}
+	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
+	env := canon(t, reader.Properties["Environment"])
+	for _, want := range []string{
+		`"SHARDLOOP_LEASE_TABLE":"shared-leases"`,
+		`"SHARDLOOP_POLL_INTERVAL":"500ms"`, `"SHARDLOOP_RUN_LENGTH":"300s"`, `"SHARDLOOP_MAX_ITERATIONS":"200"`,
+		`:lambda:eu-west-1:123456789012:function:handle-clicks:live"`,
+	} {
+		if !strings.Contains(env, want) {
+			t.Errorf("shardreader environment %s lacks %s", env, want)
+		}
+	}
+	if reader.Properties["Timeout"] != float64(360) {
+		t.Errorf("shardreader timeout = %v, want run length + 60 s = 360", reader.Properties["Timeout"])
+	}
+	_, coordinator := tmpl.byPrefix(t, "AWS::Lambda::Function", "CCoordinator")
+	if !strings.Contains(canon(t, coordinator.Properties["Environment"]), `"SHARDLOOP_START_POSITION":"timestamp:1767225600000"`) {
+		t.Errorf("coordinator environment = %s", canon(t, coordinator.Properties["Environment"]))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,378 @@
+package shardloop
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+)
+
+// Defaults, as documented on ConsumerProps. They match the defaults the
+// functions apply when a variable is unset.
+const (
+	DefaultStartPosition    = "latest"
+	DefaultBatchSize        = 100
+	DefaultPollInterval     = time.Second
+	DefaultRunLength        = 60 * time.Second
+	DefaultMaxIterations    = 500
+	DefaultWindow           = 55 * time.Second
+	DefaultMemoryMiB        = 128
+	DefaultLagAlarm         = 5 * time.Minute
+	DefaultLogRetention     = awslogs.RetentionDays_ONE_MONTH
+	DefinitionFileRel       = "template/statemachine.asl.json"
+	CoordinatorAssetRel     = "build/coordinator"
+	ShardReaderAssetRel     = "build/shardreader"
+	ShardReaderSubstitution = "ShardReaderArn"
+)
+
+// Limits checked by validate.
+const (
+	MaxBatchSize = 10000
+	// MaxRunLength keeps the shardreader's timeout (run length + 60 s) within
+	// Lambda's 15-minute limit.
+	MaxRunLength = 14 * time.Minute
+	MinRunLength = 5 * time.Second
+	// MinPollInterval keeps one reader within a shard's 5 GetRecords calls
+	// per second.
+	MinPollInterval = 200 * time.Millisecond
+	// MaxIterations bounds the history of one execution: an iteration costs
+	// 7 history events, 25 with every Read retried to its limit, so 900
+	// iterations stay below 25,000 events even then (see docs/deploy.md).
+	MaxIterations = 900
+	MinWindow     = 10 * time.Second
+	// MaxWindow keeps the coordinator's timeout (window + 15 s) within 15 min.
+	MaxWindow = 14 * time.Minute
+)
+
+// shardReaderMargin is added to the run length to make the shardreader's
+// timeout; coordinatorMargin is added to the window for the coordinator's.
+const (
+	shardReaderMargin = 60 * time.Second
+	coordinatorMargin = 15 * time.Second
+)
+
+// ConsumerProps configures a Consumer. The zero value of every optional field
+// means its documented default.
+type ConsumerProps struct {
+	// The stream: exactly one of Stream, StreamName (a name or an ARN) or
+	// CreateShards must say which. With CreateShards > 0 a provisioned stream
+	// with that many shards is created, named StreamName when given.
+	Stream       awskinesis.IStream
+	StreamName   string
+	CreateShards int
+
+	// The target Lambda function, invoked with each batch: exactly one of
+	// Target or TargetFunction (a function name or ARN, optionally
+	// qualified with a version or alias).
+	Target         awslambda.IFunction
+	TargetFunction string
+
+	// StartPosition applies to the shards the subscription opens with:
+	// "latest" (default), "horizon", or "timestamp:<unix ms>".
+	StartPosition string
+	// BatchSize is the most records per GetRecords call and per target
+	// invocation: 1 to 10,000, default 100.
+	BatchSize int
+	// PollInterval is the wait after an empty read: at least 200 ms, default 1 s.
+	PollInterval time.Duration
+	// RunLength bounds one shardreader invocation: 5 s to 14 min, default
+	// 60 s. The shardreader's timeout is RunLength + 60 s.
+	RunLength time.Duration
+	// MaxIterations is the number of shardreader invocations per execution
+	// before the loop continues as a new execution: 1 to 900, default 500.
+	MaxIterations int
+	// Window is how long one coordinator invocation keeps relisting shards:
+	// 10 s to 14 min, default 55 s. The coordinator's timeout is Window + 15 s.
+	Window time.Duration
+
+	// LeaseTable is an existing lease table (partition key lease_key, a
+	// string). When nil a table is created: PAY_PER_REQUEST, point-in-time
+	// recovery on, retained when the stack is deleted unless
+	// LeaseTableRemovalPolicy says otherwise.
+	LeaseTable awsdynamodb.ITable
+	// LeaseTableName names an existing lease table, as LeaseTable does.
+	LeaseTableName          string
+	LeaseTableRemovalPolicy awscdk.RemovalPolicy
+	// DisableLeaseTablePITR turns point-in-time recovery off for a created table.
+	DisableLeaseTablePITR bool
+
+	// LogRetention of the functions' and state machine's log groups,
+	// default one month.
+	LogRetention awslogs.RetentionDays
+	// ExecutionLogLevel of the state machine, default ERROR.
+	ExecutionLogLevel awsstepfunctions.LogLevel
+
+	// Memory of each function in MiB (128 to 10,240), default 128.
+	CoordinatorMemoryMiB int
+	ShardReaderMemoryMiB int
+
+	// LagAlarmThreshold: the lag alarm fires when MillisBehindLatest stays
+	// above it for 5 minutes. Default 5 minutes.
+	LagAlarmThreshold time.Duration
+
+	// ProjectRoot is the shardloop checkout that holds build/ and template/.
+	// Default: the nearest parent of the working directory that holds
+	// template/statemachine.asl.json.
+	ProjectRoot string
+	// CoordinatorCode and ShardReaderCode replace the bootstraps in
+	// build/coordinator and build/shardreader when set.
+	CoordinatorCode awslambda.Code
+	ShardReaderCode awslambda.Code
+	// DefinitionFile replaces ProjectRoot/template/statemachine.asl.json.
+	DefinitionFile string
+}
+
+// ConfigError reports a prop whose value cannot be deployed.
+type ConfigError struct {
+	Prop   string // the ConsumerProps field
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("shardloop: %s: %s", e.Prop, e.Reason)
+}
+
+// ErrDuplicateStream is wrapped by the error NewConsumer returns for a second
+// consumer of one stream in one app.
+var ErrDuplicateStream = errors.New("stream already has a consumer in this app")
+
+var (
+	timestampPosition = regexp.MustCompile(`^timestamp:[0-9]{1,16}$`)
+	streamArn         = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:kinesis:([a-z0-9-]+):([0-9]{12}):stream/([a-zA-Z0-9_.-]{1,128})$`)
+	streamName        = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+	functionArn       = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
+	tableName         = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+	functionName      = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
+)
+
+// withDefaults returns a copy of p with every unset optional field at its
+// default.
+func (p ConsumerProps) withDefaults() ConsumerProps {
+	if p.StartPosition == "" {
+		p.StartPosition = DefaultStartPosition
+	}
+	if p.BatchSize == 0 {
+		p.BatchSize = DefaultBatchSize
+	}
+	if p.PollInterval == 0 {
+		p.PollInterval = DefaultPollInterval
+	}
+	if p.RunLength == 0 {
+		p.RunLength = DefaultRunLength
+	}
+	if p.MaxIterations == 0 {
+		p.MaxIterations = DefaultMaxIterations
+	}
+	if p.Window == 0 {
+		p.Window = DefaultWindow
+	}
+	if p.LeaseTableRemovalPolicy == "" {
+		p.LeaseTableRemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = DefaultLogRetention
+	}
+	if p.ExecutionLogLevel == "" {
+		p.ExecutionLogLevel = awsstepfunctions.LogLevel_ERROR
+	}
+	if p.CoordinatorMemoryMiB == 0 {
+		p.CoordinatorMemoryMiB = DefaultMemoryMiB
+	}
+	if p.ShardReaderMemoryMiB == 0 {
+		p.ShardReaderMemoryMiB = DefaultMemoryMiB
+	}
+	if p.LagAlarmThreshold == 0 {
+		p.LagAlarmThreshold = DefaultLagAlarm
+	}
+	return p
+}
+
+// validate checks props that withDefaults has filled. It looks at files
+// (bootstraps, the definition) only where no replacement is given.
+func (p *ConsumerProps) validate() error {
+	var errs []error
+	bad := func(prop, format string, args ...any) {
+		errs = append(errs, &ConfigError{Prop: prop, Reason: fmt.Sprintf(format, args...)})
+	}
+
+	switch n := btoi(p.Stream != nil) + btoi(p.StreamName != "") + btoi(p.CreateShards != 0); {
+	case p.Stream != nil && (p.StreamName != "" || p.CreateShards != 0):
+		bad("Stream", "give Stream alone, or StreamName and/or CreateShards")
+	case n == 0:
+		bad("StreamName", "no stream: set Stream, StreamName (a name or ARN), or CreateShards")
+	}
+	if p.StreamName != "" && !isToken(p.StreamName) {
+		switch {
+		case strings.HasPrefix(p.StreamName, "arn:"):
+			if !streamArn.MatchString(p.StreamName) {
+				bad("StreamName", "%q is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)", p.StreamName)
+			} else if p.CreateShards != 0 {
+				bad("StreamName", "a stream to create is named, not given by ARN")
+			}
+		case !streamName.MatchString(p.StreamName):
+			bad("StreamName", "%q is not a stream name (1-128 of a-z A-Z 0-9 _ . -)", p.StreamName)
+		}
+	}
+	if p.CreateShards < 0 || p.CreateShards > 500 {
+		bad("CreateShards", "%d is outside 1..500 (0 = use an existing stream)", p.CreateShards)
+	}
+
+	switch {
+	case p.Target != nil && p.TargetFunction != "":
+		bad("Target", "give Target or TargetFunction, not both")
+	case p.Target == nil && p.TargetFunction == "":
+		bad("TargetFunction", "no target: set Target or TargetFunction (a function name or ARN)")
+	case p.TargetFunction != "" && !isToken(p.TargetFunction):
+		if strings.HasPrefix(p.TargetFunction, "arn:") {
+			if !functionArn.MatchString(p.TargetFunction) {
+				bad("TargetFunction", "%q is not a Lambda function ARN", p.TargetFunction)
+			}
+		} else if !functionName.MatchString(p.TargetFunction) {
+			bad("TargetFunction", "%q is not a Lambda function name", p.TargetFunction)
+		}
+	}
+
+	switch {
+	case p.StartPosition == "latest", p.StartPosition == "horizon":
+	case timestampPosition.MatchString(p.StartPosition):
+	default:
+		bad("StartPosition", "%q is not latest, horizon or timestamp:<unix ms>", p.StartPosition)
+	}
+	if p.BatchSize < 1 || p.BatchSize > MaxBatchSize {
+		bad("BatchSize", "%d is outside 1..%d", p.BatchSize, MaxBatchSize)
+	}
+	if p.PollInterval < MinPollInterval {
+		bad("PollInterval", "%v is below %v (a shard serves 5 reads per second to all its consumers)", p.PollInterval, MinPollInterval)
+	} else if p.PollInterval >= p.RunLength {
+		bad("PollInterval", "%v is not shorter than RunLength %v", p.PollInterval, p.RunLength)
+	}
+	if p.RunLength < MinRunLength || p.RunLength > MaxRunLength {
+		bad("RunLength", "%v is outside %v..%v (the shardreader's timeout is RunLength + 60s, at most 15m)", p.RunLength, MinRunLength, MaxRunLength)
+	} else if p.RunLength%time.Second != 0 {
+		bad("RunLength", "%v is not a whole number of seconds", p.RunLength)
+	}
+	if p.MaxIterations < 1 || p.MaxIterations > MaxIterations {
+		bad("MaxIterations", "%d is outside 1..%d (an execution keeps at most 25,000 history events)", p.MaxIterations, MaxIterations)
+	}
+	if p.Window < MinWindow || p.Window > MaxWindow {
+		bad("Window", "%v is outside %v..%v", p.Window, MinWindow, MaxWindow)
+	} else if p.Window%time.Second != 0 {
+		bad("Window", "%v is not a whole number of seconds", p.Window)
+	}
+	for _, m := range []struct {
+		prop string
+		mib  int
+	}{{"CoordinatorMemoryMiB", p.CoordinatorMemoryMiB}, {"ShardReaderMemoryMiB", p.ShardReaderMemoryMiB}} {
+		if m.mib < 128 || m.mib > 10240 {
+			bad(m.prop, "%d is outside 128..10240", m.mib)
+		}
+	}
+	if p.LagAlarmThreshold < time.Second {
+		bad("LagAlarmThreshold", "%v is below 1s", p.LagAlarmThreshold)
+	}
+	switch p.LeaseTableRemovalPolicy {
+	case awscdk.RemovalPolicy_RETAIN, awscdk.RemovalPolicy_DESTROY, awscdk.RemovalPolicy_SNAPSHOT, awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE:
+	default:
+		bad("LeaseTableRemovalPolicy", "%q is not a removal policy", p.LeaseTableRemovalPolicy)
+	}
+	if p.LeaseTable != nil && p.LeaseTableName != "" {
+		bad("LeaseTable", "give LeaseTable or LeaseTableName, not both")
+	}
+	if p.LeaseTableName != "" && !isToken(p.LeaseTableName) && !tableName.MatchString(p.LeaseTableName) {
+		bad("LeaseTableName", "%q is not a DynamoDB table name (3-255 of a-z A-Z 0-9 _ . -)", p.LeaseTableName)
+	}
+	if (p.LeaseTable != nil || p.LeaseTableName != "") && (p.DisableLeaseTablePITR || p.LeaseTableRemovalPolicy != awscdk.RemovalPolicy_RETAIN) {
+		bad("LeaseTable", "an existing table keeps its own point-in-time recovery and removal policy")
+	}
+
+	if p.needsProjectRoot() && p.ProjectRoot == "" {
+		root, err := findProjectRoot()
+		if err != nil {
+			bad("ProjectRoot", "%v", err)
+		}
+		p.ProjectRoot = root
+	}
+	if p.ProjectRoot != "" {
+		if p.DefinitionFile == "" {
+			p.DefinitionFile = filepath.Join(p.ProjectRoot, DefinitionFileRel)
+		}
+		if p.CoordinatorCode == nil {
+			if err := checkBootstrap(filepath.Join(p.ProjectRoot, CoordinatorAssetRel)); err != nil {
+				bad("CoordinatorCode", "%v", err)
+			}
+		}
+		if p.ShardReaderCode == nil {
+			if err := checkBootstrap(filepath.Join(p.ProjectRoot, ShardReaderAssetRel)); err != nil {
+				bad("ShardReaderCode", "%v", err)
+			}
+		}
+	}
+	if p.DefinitionFile != "" {
+		if _, err := os.Stat(p.DefinitionFile); err != nil {
+			bad("DefinitionFile", "%v", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *ConsumerProps) needsProjectRoot() bool {
+	return p.DefinitionFile == "" || p.CoordinatorCode == nil || p.ShardReaderCode == nil
+}
+
+// checkBootstrap reports a missing Lambda bootstrap with the way to make it.
+func checkBootstrap(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
+		return fmt.Errorf("%s/bootstrap is missing: run make build first", dir)
+	}
+	return nil
+}
+
+// findProjectRoot walks up from the working directory to the folder that
+// holds template/statemachine.asl.json.
+func findProjectRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, DefinitionFileRel)); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no %s in %s or its parents: set ProjectRoot, or DefinitionFile and the Code props", DefinitionFileRel, wd)
+		}
+	}
+}
+
+func isToken(s string) bool { return *awscdk.Token_IsUnresolved(s) }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// envDuration formats d the way the functions document their defaults
+// ("1s", "60s", "500ms"); time.ParseDuration reads it back.
+func envDuration(d time.Duration) string {
+	switch {
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	default:
+		return d.String()
+	}
+}
