@@ -1,0 +1,111 @@
+# Deployment targets: the CDK app in infra/, the SAM template in template/.
+# Included by the root Makefile; also runs alone: make -f mk/infra.mk test-infra
+
+INFRA_ROOT   := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+GO           ?= go
+INFRA_DIR    := $(INFRA_ROOT)/infra
+INFRA_TOOLS  := $(INFRA_DIR)/tools
+INFRA_STAMP  := $(INFRA_TOOLS)/node_modules/.installed
+INFRA_OUT    := $(INFRA_ROOT)/build/infra-test
+CDK          := $(INFRA_TOOLS)/node_modules/.bin/cdk
+ASL          := $(INFRA_ROOT)/template/statemachine.asl.json
+SAM_TEMPLATE := $(INFRA_ROOT)/template/template.yaml
+CFN_LINT     ?= cfn-lint
+SAM          ?= sam
+
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+# Settings of the consumer, passed to the CDK app as context (see
+# infra/cdk.json for the defaults and docs/deploy.md for their meaning).
+STREAM            ?=
+CREATE_SHARDS     ?=
+TARGET_ARN        ?=
+START_POSITION    ?=
+BATCH_SIZE        ?=
+POLL_INTERVAL     ?=
+RUN_LENGTH        ?=
+MAX_ITERATIONS    ?=
+WINDOW            ?=
+LEASE_TABLE       ?=
+LOG_RETENTION_DAYS ?=
+STACK_NAME        ?=
+CDK_FLAGS         ?=
+
+ctx = $(if $(strip $(2)),-c $(1)=$(strip $(2)))
+CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHARDS)) \
+  $(call ctx,targetArn,$(TARGET_ARN)) $(call ctx,startPosition,$(START_POSITION)) \
+  $(call ctx,batchSize,$(BATCH_SIZE)) $(call ctx,pollInterval,$(POLL_INTERVAL)) \
+  $(call ctx,runLength,$(RUN_LENGTH)) $(call ctx,maxIterations,$(MAX_ITERATIONS)) \
+  $(call ctx,window,$(WINDOW)) $(call ctx,leaseTable,$(LEASE_TABLE)) \
+  $(call ctx,logRetentionDays,$(LOG_RETENTION_DAYS)) $(call ctx,stackName,$(STACK_NAME))
+CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)
+
+.PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda infra-build
+
+deps-infra: $(INFRA_STAMP) ## Install the infra npm tools (aws-cdk CLI, asl-validator) with npm ci
+
+$(INFRA_STAMP): $(INFRA_TOOLS)/package-lock.json
+	@command -v node >/dev/null || { echo "node (>= 20) is required for the CDK CLI and asl-validator"; exit 1; }
+	cd $(INFRA_TOOLS) && npm ci --no-audit --no-fund
+	@touch $@
+
+test-infra: deps-infra ## Infra checks: gofmt, go vet, CDK assertion tests, asl-validator, cfn-lint on both templates
+	@out=$$(cd $(INFRA_DIR) && gofmt -l main.go shardloop); if [ -n "$$out" ]; then echo "gofmt would change (infra):"; echo "$$out"; exit 1; fi
+	cd $(INFRA_DIR) && $(GO) vet ./...
+	rm -rf $(INFRA_OUT)
+	cd $(INFRA_DIR) && SHARDLOOP_SYNTH_OUT=$(INFRA_OUT) $(GO) test -count=1 -timeout 10m ./...
+	$(INFRA_TOOLS)/node_modules/.bin/asl-validator --json-path $(ASL)
+	@# W3005 (a DependsOn that a GetAtt already implies) is how CDK orders a
+	@# function after its role's policy; it is ignored for the CDK template only.
+	@if command -v $(CFN_LINT) >/dev/null 2>&1; then \
+	  echo "$(CFN_LINT) --ignore-checks W3005 -- build/infra-test/ShardloopTest.template.json" && \
+	  $(CFN_LINT) --ignore-checks W3005 -- $(INFRA_OUT)/ShardloopTest.template.json && \
+	  echo "$(CFN_LINT) -- template/template.yaml" && \
+	  $(CFN_LINT) -- $(SAM_TEMPLATE) && echo "cfn-lint: both templates clean"; \
+	else \
+	  echo "NOTICE: $(CFN_LINT) not found: skipping the CloudFormation lint of the synthesized and SAM templates (pip install cfn-lint)"; \
+	fi
+
+# The bootstraps come from the root Makefile's build target.
+infra-build:
+	@$(MAKE) --no-print-directory -C $(INFRA_ROOT) -f Makefile build
+
+synth: infra-build deps-infra ## Synthesize the CDK app into infra/cdk.out (settings: STREAM, TARGET_ARN, ...)
+	$(CDK_RUN) synth --quiet -o cdk.out $(CDK_CONTEXT)
+	@echo "templates in infra/cdk.out: $$(cd $(INFRA_DIR)/cdk.out && ls *.template.json)"
+
+diff: infra-build deps-infra ## Show what deploy would change in the AWS account (needs credentials)
+	$(CDK_RUN) diff -o cdk.out $(CDK_CONTEXT)
+
+deploy: infra-build deps-infra ## Deploy: make deploy STREAM=<name|arn> TARGET_ARN=<arn> [START_POSITION= BATCH_SIZE= POLL_INTERVAL= RUN_LENGTH= ...]
+	@test -n "$(STREAM)$(CREATE_SHARDS)" || { echo "set STREAM=<name or ARN> (or CREATE_SHARDS=N with STREAM=<new name>)"; exit 1; }
+	@test -n "$(TARGET_ARN)" || { echo "set TARGET_ARN=<target Lambda ARN or name>"; exit 1; }
+	$(CDK_RUN) deploy -o cdk.out --require-approval broadening $(CDK_CONTEXT)
+
+destroy: deps-infra ## Delete the stack (the lease table is retained by default)
+	$(CDK_RUN) destroy -o cdk.out $(CDK_CONTEXT)
+
+# SAM (on your own machine, with Docker; see docs/local-testing.md).
+SAM_ARCH      ?= arm64
+SAM_GOARCH     = $(if $(filter x86_64,$(SAM_ARCH)),amd64,arm64)
+SAM_BUILD_DIR := $(INFRA_ROOT)/build/sam
+SAM_ENV       ?= $(INFRA_ROOT)/template/env/localstack.json
+SAM_EVENT     ?= $(INFRA_ROOT)/template/events/shardreader-first.json
+SAM_FUNCTION  ?= ShardReaderFunction
+SAM_PARAMS    ?= Architecture=$(SAM_ARCH)
+
+sam-build: ## Build the bootstraps SAM runs into build/sam/<function> (SAM_ARCH=arm64|x86_64)
+	@for fn in coordinator shardreader; do \
+	  echo "build build/sam/$$fn/bootstrap (linux/$(SAM_GOARCH))"; mkdir -p $(SAM_BUILD_DIR)/$$fn && \
+	  (cd $(INFRA_ROOT) && CGO_ENABLED=0 GOOS=linux GOARCH=$(SAM_GOARCH) $(GO) build -tags lambda.norpc -trimpath \
+	    -ldflags='-s -w -buildid=' -o $(SAM_BUILD_DIR)/$$fn/bootstrap ./functions/$$fn) || exit 1; \
+	done
+
+sam-invoke: sam-build ## sam local invoke one function against LocalStack (SAM_FUNCTION, SAM_EVENT, SAM_ENV)
+	$(SAM) local invoke $(SAM_FUNCTION) -t $(SAM_TEMPLATE) -e $(SAM_EVENT) --env-vars $(SAM_ENV) \
+	  --parameter-overrides $(SAM_PARAMS) --docker-network $${SAM_DOCKER_NETWORK:-host}
+
+sam-start-lambda: sam-build ## sam local start-lambda on 127.0.0.1:3001 against LocalStack (SAM_ENV)
+	$(SAM) local start-lambda -t $(SAM_TEMPLATE) --env-vars $(SAM_ENV) \
+	  --parameter-overrides $(SAM_PARAMS) --docker-network $${SAM_DOCKER_NETWORK:-host}
