@@ -326,6 +326,20 @@ var conformanceCases = []struct {
 			t.Fatalf("after SetStart g2 = %+v (changed %v)", got, ok)
 		}
 	}},
+	{"TakeWithGenerationKeepsExisting", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		l, err := s.Take(ctx, stream, "child", "A", lease.WithGeneration("g1"))
+		must(t, err)
+		if l.Generation != "g1" || l.Start != "" {
+			t.Fatalf("take with generation on a new row = %+v, want generation g1 and no start", l)
+		}
+		_, err = s.SetStart(ctx, stream, "s1", "horizon", "g0")
+		must(t, err)
+		l, err = s.Take(ctx, stream, "s1", "A", lease.WithGeneration("g1"))
+		must(t, err)
+		if l.Generation != "g0" || l.Start != "horizon" {
+			t.Fatalf("take with generation on a row of g0 = %+v, want g0 kept", l)
+		}
+	}},
 	{"DeleteOnlyWhenNotHeld", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
 		if err := s.Delete(ctx, stream, "s1"); !errors.Is(err, lease.ErrHeld) {

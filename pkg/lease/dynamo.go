@@ -170,6 +170,9 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	if len(o.parents) > 0 {
 		upd = upd.Set(expression.Name(attrParents), expression.Value(o.parents))
 	}
+	if o.generation != "" {
+		upd = upd.Set(expression.Name(attrGeneration), expression.IfNotExists(expression.Name(attrGeneration), expression.Value(o.generation)))
+	}
 	out, err := s.update(ctx, "take", stream, shardID, owner, cond, upd, ErrHeld, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err

@@ -97,7 +97,17 @@ type Store interface {
 type TakeOption func(*takeOptions)
 
 type takeOptions struct {
-	parents []string
+	parents    []string
+	generation string
+}
+
+// WithGeneration marks a row that carries no generation yet with the
+// subscription generation under which it was taken (without a start
+// position), so the coordinator can still tell a running subscription from
+// a new one after every shard it opened with is gone. A row that already
+// carries a generation keeps it.
+func WithGeneration(gen string) TakeOption {
+	return func(o *takeOptions) { o.generation = gen }
 }
 
 // WithParents records the shard's parent ids on the row.

@@ -61,6 +61,9 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	if o.parents != nil {
 		l.ParentShardIDs = o.parents
 	}
+	if o.generation != "" && l.Generation == "" {
+		l.Generation = o.generation
+	}
 	m.rows[key] = l
 	return clone(l), nil
 }
