@@ -50,7 +50,9 @@ func waiting(p string) Reason { return Reason{Kind: WaitingOnParent, Parent: p} 
 
 var fin = Reason{Kind: Finished}
 
-func held(owner string, until time.Time) Reason { return Reason{Kind: Held, Owner: owner, Until: until} }
+func held(owner string, until time.Time) Reason {
+	return Reason{Kind: Held, Owner: owner, Until: until}
+}
 
 func TestDecide(t *testing.T) {
 	later := now.Add(7 * time.Second)
