@@ -1,0 +1,123 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+// Defaults.
+const (
+	// DefaultRelistInterval is how often a coordinator lists shards (SPEC §3).
+	DefaultRelistInterval = 10 * time.Second
+	// DefaultWindow is how long one scheduled invocation keeps relisting; the
+	// schedule fires once a minute.
+	DefaultWindow = 55 * time.Second
+)
+
+// Subscription is one stream read by one deployment.
+type Subscription struct {
+	// Stream is the stream's name or ARN.
+	Stream string
+	// Start is the subscription's start position in text form ("latest",
+	// "horizon", "timestamp:<unix ms>", "sequence:<shard>:<seq>"); empty
+	// means latest. It applies at startup to the shards the subscription
+	// opens with.
+	Start string
+	// Generation names the subscription startup; empty derives it from the
+	// stream and Start, so a changed start position is a new generation.
+	Generation string
+	// CreateShards, when positive, creates a missing stream in provisioned
+	// mode with that many shards.
+	CreateShards int
+}
+
+// Config configures a Coordinator.
+type Config struct {
+	Subscriptions []Subscription
+	// RelistInterval between passes; default DefaultRelistInterval.
+	RelistInterval time.Duration
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Clock; default time.Now.
+	Clock func() time.Time
+	// NewOwner returns a fresh owner id for a shard; default OwnerID. It must
+	// be unique and, for Step Functions, at most 80 characters of letters,
+	// digits, '-' and '_'.
+	NewOwner func(shardID string) string
+}
+
+// ErrInvalidConfig is matched by every configuration error.
+var ErrInvalidConfig = errors.New("invalid coordinator configuration")
+
+// ConfigError names the refused field.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string   { return fmt.Sprintf("coordinator: %s: %s", e.Field, e.Reason) }
+func (e *ConfigError) Is(t error) bool { return t == ErrInvalidConfig }
+
+func (c *Config) setDefaults() {
+	if c.RelistInterval == 0 {
+		c.RelistInterval = DefaultRelistInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.NewOwner == nil {
+		c.NewOwner = OwnerID
+	}
+	for i := range c.Subscriptions {
+		s := &c.Subscriptions[i]
+		if s.Start == "" {
+			s.Start = "latest"
+		}
+		if s.Generation == "" {
+			s.Generation = generationOf(s.Stream, s.Start)
+		}
+	}
+}
+
+func (c Config) validate() error {
+	if len(c.Subscriptions) == 0 {
+		return &ConfigError{Field: "Subscriptions", Reason: "want at least one subscription"}
+	}
+	if c.RelistInterval < 0 {
+		return &ConfigError{Field: "RelistInterval", Reason: "want a positive duration"}
+	}
+	seen := map[string]int{}
+	for i, s := range c.Subscriptions {
+		field := fmt.Sprintf("Subscriptions[%d]", i)
+		name, err := shards.StreamName(s.Stream)
+		if err != nil {
+			return &ConfigError{Field: field + ".Stream", Reason: err.Error()}
+		}
+		if j, dup := seen[name]; dup {
+			return &ConfigError{Field: field + ".Stream", Reason: fmt.Sprintf("stream %q is already read by Subscriptions[%d]: one deployment reads a stream through one subscription", name, j)}
+		}
+		seen[name] = i
+		if err := checkStart(s.Start); err != nil {
+			return &ConfigError{Field: field + ".Start", Reason: err.Error()}
+		}
+		if s.CreateShards < 0 || s.CreateShards > 10000 {
+			return &ConfigError{Field: field + ".CreateShards", Reason: fmt.Sprintf("%d: want 0 (never create) to 10000", s.CreateShards)}
+		}
+	}
+	return nil
+}
+
+func generationOf(stream, start string) string {
+	h := fnv.New64a()
+	name, _ := shards.StreamName(stream)
+	h.Write([]byte(name + "\x00" + start))
+	return fmt.Sprintf("g%016x", h.Sum64())
+}

@@ -1,0 +1,396 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/internal/testaws"
+	"github.com/shardloop/shardloop/pkg/coordinator"
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+func TestMain(m *testing.M) { os.Exit(testaws.Main(m)) }
+
+// recorder is a Starter that remembers every loop it was asked to start.
+type recorder struct {
+	mu    sync.Mutex
+	loops []coordinator.Loop
+	fail  error
+}
+
+func (r *recorder) Start(_ context.Context, l coordinator.Loop) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.loops = append(r.loops, l)
+	return nil
+}
+
+func (r *recorder) shards() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, l := range r.loops {
+		ids = append(ids, l.ShardID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// newStream creates a stream with n shards on kinesis-local.
+func newStream(t *testing.T, kc *kinesis.Client, n int) string {
+	t.Helper()
+	name := testaws.Name(t)
+	if _, err := shards.CreateIfMissing(t.Context(), kc, name, n); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func memStore(t *testing.T) *lease.MemoryStore {
+	s, err := lease.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func dynStore(t *testing.T) *lease.DynamoStore {
+	client := testaws.Dynamo(t)
+	table := testaws.Name(t)
+	if err := lease.CreateTable(t.Context(), client, table); err != nil {
+		t.Fatal(err)
+	}
+	s, err := lease.NewDynamoStore(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newCoordinator(t *testing.T, cfg coordinator.Config, store lease.Store, kc coordinator.KinesisAPI, st coordinator.Starter) *coordinator.Coordinator {
+	t.Helper()
+	c, err := coordinator.New(cfg, store, kc, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPass_StartupRecordsStartOncePerGeneration(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 2)
+	store := memStore(t)
+	rec := &recorder{}
+	ctx := t.Context()
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, store, kc, rec)
+
+	res, err := c.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Streams[0].StartRecorded || len(res.Streams[0].Started) != 2 {
+		t.Fatalf("first pass = %+v, want start recorded and 2 loops", res.Streams[0])
+	}
+	rows, _ := store.List(ctx, stream)
+	gen := rows[0].Generation
+	for _, r := range rows {
+		if r.Start != "horizon" || r.Generation != gen || gen == "" || r.StartApplied {
+			t.Fatalf("row after startup = %+v", r)
+		}
+	}
+	res, err = c.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Streams[0].StartRecorded || len(res.Streams[0].Started) != 0 {
+		t.Fatalf("second pass = %+v, want nothing recorded or started", res.Streams[0])
+	}
+
+	// A changed start position is a new generation, recorded again.
+	c2 := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "latest"}}}, store, kc, rec)
+	res, err = c2.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ = store.List(ctx, stream)
+	if !res.Streams[0].StartRecorded || rows[0].Start != "latest" || rows[0].Generation == gen {
+		t.Fatalf("after a changed start: pass %+v, row %+v", res.Streams[0], rows[0])
+	}
+}
+
+func TestPass_ChildTakenLaterCarriesGenerationNotStart(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	ctx := t.Context()
+	rec := &recorder{}
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, store, kc, rec)
+	if _, err := c.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	parent := rec.loops[0]
+	splitShard(t, kc, stream, parent.ShardID)
+	if _, err := store.Checkpoint(ctx, stream, parent.ShardID, parent.Owner, lease.ShardEnd); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Streams[0].Started) != 2 || res.Streams[0].StartRecorded {
+		t.Fatalf("pass after split = %+v, want the 2 children started without a new startup", res.Streams[0])
+	}
+	for _, l := range res.Streams[0].Started {
+		row, _ := store.Get(ctx, stream, l.ShardID)
+		if row.Start != "" || row.Generation == "" || len(row.ParentShardIDs) != 1 || row.ParentShardIDs[0] != parent.ShardID {
+			t.Fatalf("child row = %+v, want a generation, no start, parent %s", row, parent.ShardID)
+		}
+	}
+}
+
+func TestPass_TwoCoordinatorsStartEachShardOnce(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 4)
+	store := dynStore(t)
+	for round := range 3 {
+		rec := &recorder{}
+		cfg := coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream}}}
+		a := newCoordinator(t, cfg, store, kc, rec)
+		b := newCoordinator(t, cfg, store, kc, rec)
+		var wg sync.WaitGroup
+		var lost atomic.Int64
+		for _, c := range []*coordinator.Coordinator{a, b} {
+			wg.Go(func() {
+				res, err := c.Pass(t.Context())
+				if err != nil {
+					t.Error(err)
+				}
+				lost.Add(int64(res.Streams[0].Lost))
+			})
+		}
+		wg.Wait()
+		got := rec.shards()
+		if len(got) != 4 || len(slices.Compact(slices.Clone(got))) != 4 {
+			t.Fatalf("round %d: loops started for %v, want each of 4 shards once", round, got)
+		}
+		// Free every shard for the next round.
+		for _, l := range rec.loops {
+			if err := store.Release(t.Context(), stream, l.ShardID, l.Owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestRun_NudgePassesAtOnce(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	var passes atomic.Int64
+	counting := &countingKinesis{Client: kc, lists: &passes}
+	c := newCoordinator(t, coordinator.Config{
+		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
+		RelistInterval: time.Hour,
+	}, memStore(t), counting, &recorder{})
+	done := make(chan error, 1)
+	go func() { done <- c.Run(t.Context(), 20*time.Second) }()
+	waitFor(t, func() bool { return passes.Load() == 1 })
+	c.Nudge()
+	waitFor(t, func() bool { return passes.Load() == 2 })
+	c.Nudge()
+	waitFor(t, func() bool { return passes.Load() == 3 })
+}
+
+func TestRun_EndsWithItsWindow(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	var passes atomic.Int64
+	c := newCoordinator(t, coordinator.Config{
+		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
+		RelistInterval: 200 * time.Millisecond,
+	}, memStore(t), &countingKinesis{Client: kc, lists: &passes}, &recorder{})
+	if err := c.Run(t.Context(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := passes.Load(); n < 3 || n > 7 {
+		t.Fatalf("%d passes in a 1 s window at 200 ms, want about 5", n)
+	}
+}
+
+func TestNew_DuplicateSubscriptionRefused(t *testing.T) {
+	_, err := coordinator.New(coordinator.Config{Subscriptions: []coordinator.Subscription{
+		{Stream: "orders"},
+		{Stream: "arn:aws:kinesis:us-east-1:123456789012:stream/orders"},
+	}}, memStore(t), &kinesis.Client{}, &recorder{})
+	var ce *coordinator.ConfigError
+	if !errors.Is(err, coordinator.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "Subscriptions[1].Stream" || !strings.Contains(err.Error(), "orders") {
+		t.Fatalf("err = %v, want a ConfigError on Subscriptions[1].Stream naming orders", err)
+	}
+}
+
+func TestNew_BadConfigNamesField(t *testing.T) {
+	cases := []struct {
+		sub   coordinator.Subscription
+		field string
+	}{
+		{coordinator.Subscription{Stream: ""}, "Subscriptions[0].Stream"},
+		{coordinator.Subscription{Stream: "s", Start: "yesterday"}, "Subscriptions[0].Start"},
+		{coordinator.Subscription{Stream: "s", CreateShards: -1}, "Subscriptions[0].CreateShards"},
+	}
+	for _, c := range cases {
+		_, err := coordinator.New(coordinator.Config{Subscriptions: []coordinator.Subscription{c.sub}}, memStore(t), &kinesis.Client{}, &recorder{})
+		var ce *coordinator.ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("%+v: err = %v, want field %s", c.sub, err, c.field)
+		}
+	}
+	if _, err := coordinator.New(coordinator.Config{}, memStore(t), &kinesis.Client{}, &recorder{}); !errors.Is(err, coordinator.ErrInvalidConfig) {
+		t.Errorf("no subscriptions: err = %v", err)
+	}
+}
+
+func TestPass_FailedStartReleasesLease(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	rec := &recorder{fail: errors.New("sfn down")}
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream}}}, store, kc, rec)
+	if _, err := c.Pass(t.Context()); err == nil || !strings.Contains(err.Error(), "sfn down") {
+		t.Fatalf("pass err = %v, want the start failure", err)
+	}
+	rows, _ := store.List(t.Context(), stream)
+	if len(rows) != 1 || rows[0].Owner != "" {
+		t.Fatalf("row after failed start = %+v, want released", rows)
+	}
+	rec.fail = nil
+	res, err := c.Pass(t.Context())
+	if err != nil || len(res.Streams[0].Started) != 1 {
+		t.Fatalf("retry pass = %+v, %v, want the loop started", res, err)
+	}
+}
+
+func TestPass_CleanupKeepsTrimmedParentUntilChildrenCheckpoint(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	ctx := t.Context()
+	rec := &recorder{}
+	listing := &hidingKinesis{Client: kc}
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream}}}, store, listing, rec)
+	if _, err := c.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	parent := rec.loops[0]
+	splitShard(t, kc, stream, parent.ShardID)
+	if _, err := store.Checkpoint(ctx, stream, parent.ShardID, parent.Owner, lease.ShardEnd); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Release(ctx, stream, parent.ShardID, parent.Owner); err != nil {
+		t.Fatal(err)
+	}
+	listing.hide(parent.ShardID) // retention trimmed the parent
+
+	res, err := c.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Streams[0].Started) != 2 || len(res.Streams[0].Deleted) != 0 {
+		t.Fatalf("pass = %+v, want 2 children started and the parent row kept", res.Streams[0])
+	}
+	for _, l := range res.Streams[0].Started {
+		if _, err := store.Checkpoint(ctx, stream, l.ShardID, l.Owner, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err = c.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Streams[0].Deleted, []string{parent.ShardID}) {
+		t.Fatalf("deleted %v, want the trimmed parent once its children checkpointed", res.Streams[0].Deleted)
+	}
+	if _, err := store.Get(ctx, stream, parent.ShardID); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("parent row after cleanup: %v", err)
+	}
+}
+
+// countingKinesis counts ListShards first pages (one per pass).
+type countingKinesis struct {
+	*kinesis.Client
+	lists *atomic.Int64
+}
+
+func (c *countingKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if in.NextToken == nil {
+		c.lists.Add(1)
+	}
+	return c.Client.ListShards(ctx, in, optFns...)
+}
+
+// hidingKinesis drops hidden shards from listings, as retention trims them.
+type hidingKinesis struct {
+	*kinesis.Client
+	mu     sync.Mutex
+	hidden map[string]bool
+}
+
+func (h *hidingKinesis) hide(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hidden == nil {
+		h.hidden = map[string]bool{}
+	}
+	h.hidden[id] = true
+}
+
+func (h *hidingKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	out, err := h.Client.ListShards(ctx, in, optFns...)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out.Shards = slices.DeleteFunc(out.Shards, func(s ktypes.Shard) bool { return h.hidden[aws.ToString(s.ShardId)] })
+	return out, nil
+}
+
+func splitShard(t *testing.T, kc *kinesis.Client, stream, shardID string) {
+	t.Helper()
+	_, err := kc.SplitShard(t.Context(), &kinesis.SplitShardInput{
+		StreamName: aws.String(stream), ShardToSplit: aws.String(shardID),
+		NewStartingHashKey: aws.String("170141183460469231731687303715884105728"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		out, err := kc.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		return err == nil && out.StreamDescriptionSummary.StreamStatus == ktypes.StreamStatusActive
+	})
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
