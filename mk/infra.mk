@@ -94,6 +94,7 @@ SAM_ENV       ?= $(INFRA_ROOT)/template/env/localstack.json
 SAM_EVENT     ?= $(INFRA_ROOT)/template/events/shardreader-first.json
 SAM_FUNCTION  ?= ShardReaderFunction
 SAM_PARAMS    ?= Architecture=$(SAM_ARCH)
+SAM_DOCKER_NETWORK ?= shardloop
 
 sam-build: ## Build the bootstraps SAM runs into build/sam/<function> (SAM_ARCH=arm64|x86_64)
 	@for fn in coordinator shardreader; do \
@@ -104,8 +105,8 @@ sam-build: ## Build the bootstraps SAM runs into build/sam/<function> (SAM_ARCH=
 
 sam-invoke: sam-build ## sam local invoke one function against LocalStack (SAM_FUNCTION, SAM_EVENT, SAM_ENV)
 	$(SAM) local invoke $(SAM_FUNCTION) -t $(SAM_TEMPLATE) -e $(SAM_EVENT) --env-vars $(SAM_ENV) \
-	  --parameter-overrides $(SAM_PARAMS) --docker-network $${SAM_DOCKER_NETWORK:-host}
+	  --parameter-overrides $(SAM_PARAMS) --docker-network $(SAM_DOCKER_NETWORK)
 
 sam-start-lambda: sam-build ## sam local start-lambda on 127.0.0.1:3001 against LocalStack (SAM_ENV)
 	$(SAM) local start-lambda -t $(SAM_TEMPLATE) --env-vars $(SAM_ENV) \
-	  --parameter-overrides $(SAM_PARAMS) --docker-network $${SAM_DOCKER_NETWORK:-host}
+	  --parameter-overrides $(SAM_PARAMS) --docker-network $(SAM_DOCKER_NETWORK)
