@@ -1,0 +1,155 @@
+// Package lambdaenv reads the shardloop functions' configuration from
+// environment variables at cold start. Every error names the variable, the
+// value and what was expected, so a bad deployment fails before it reads a
+// record.
+package lambdaenv
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+// Variable names. infra/ and template/ set them.
+const (
+	VarStream          = "SHARDLOOP_STREAM"
+	VarTable           = "SHARDLOOP_LEASE_TABLE"
+	VarStateMachine    = "SHARDLOOP_STATE_MACHINE_ARN"
+	VarTarget          = "SHARDLOOP_TARGET_FUNCTION"
+	VarStart           = "SHARDLOOP_START_POSITION"
+	VarBatchSize       = "SHARDLOOP_BATCH_SIZE"
+	VarPollInterval    = "SHARDLOOP_POLL_INTERVAL"
+	VarRunLength       = "SHARDLOOP_RUN_LENGTH"
+	VarCreateShards    = "SHARDLOOP_CREATE_SHARDS"
+	VarWindow          = "SHARDLOOP_WINDOW"
+	VarCoordinatorFunc = "SHARDLOOP_COORDINATOR_FUNCTION"
+	VarMaxIterations   = "SHARDLOOP_MAX_ITERATIONS"
+)
+
+// Defaults of the optional variables.
+const (
+	DefaultBatchSize = 100
+	DefaultWindow    = 55 * time.Second
+)
+
+// ErrEnv is matched by every configuration error.
+var ErrEnv = errors.New("invalid environment")
+
+// Error names the variable that was refused.
+type Error struct {
+	Var, Value, Want string
+}
+
+func (e *Error) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s is not set: want %s", e.Var, e.Want)
+	}
+	return fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Want)
+}
+
+func (e *Error) Is(t error) bool { return t == ErrEnv }
+
+// Reader is the shardreader's configuration.
+type Reader struct {
+	Table         string
+	Target        string
+	Coordinator   string // empty: no nudge
+	BatchSize     int32
+	PollInterval  time.Duration
+	RunLength     time.Duration
+	MaxIterations int
+}
+
+// Coordinator is the coordinator's configuration.
+type Coordinator struct {
+	Stream          string
+	Table           string
+	StateMachineARN string
+	Target          string
+	Start           string
+	CreateShards    int
+	Window          time.Duration
+}
+
+type env struct {
+	get  func(string) string
+	errs []error
+}
+
+func (e *env) required(name, want string) string {
+	v := e.get(name)
+	if v == "" {
+		e.errs = append(e.errs, &Error{Var: name, Want: want})
+	}
+	return v
+}
+
+func (e *env) intIn(name string, def, lo, hi int) int {
+	v := e.get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: fmt.Sprintf("an integer from %d to %d", lo, hi)})
+		return def
+	}
+	return n
+}
+
+func (e *env) duration(name string, def, lo, hi time.Duration) time.Duration {
+	v := e.get(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: fmt.Sprintf("a Go duration from %s to %s", lo, hi)})
+		return def
+	}
+	return d
+}
+
+// ReaderFromEnv reads the shardreader's variables through getenv.
+func ReaderFromEnv(getenv func(string) string) (Reader, error) {
+	e := &env{get: getenv}
+	r := Reader{
+		Table:         e.required(VarTable, "the lease table name"),
+		Target:        e.required(VarTarget, "the target function's name or ARN"),
+		Coordinator:   getenv(VarCoordinatorFunc),
+		BatchSize:     int32(e.intIn(VarBatchSize, DefaultBatchSize, 1, reader.MaxBatchSize)),
+		PollInterval:  e.duration(VarPollInterval, reader.DefaultPollInterval, 200*time.Millisecond, time.Minute),
+		RunLength:     e.duration(VarRunLength, reader.DefaultRunLength, 5*time.Second, reader.MaxRunLength),
+		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, 1, 5000),
+	}
+	return r, errors.Join(e.errs...)
+}
+
+// CoordinatorFromEnv reads the coordinator's variables through getenv.
+func CoordinatorFromEnv(getenv func(string) string) (Coordinator, error) {
+	e := &env{get: getenv}
+	c := Coordinator{
+		Stream:          e.required(VarStream, "the stream's name or ARN"),
+		Table:           e.required(VarTable, "the lease table name"),
+		StateMachineARN: e.required(VarStateMachine, "the shard loop state machine's ARN"),
+		Target:          getenv(VarTarget),
+		Start:           getenv(VarStart),
+		CreateShards:    e.intIn(VarCreateShards, 0, 0, 10000),
+		Window:          e.duration(VarWindow, DefaultWindow, time.Second, 14*time.Minute),
+	}
+	if c.Stream != "" {
+		if _, err := shards.StreamName(c.Stream); err != nil {
+			e.errs = append(e.errs, &Error{Var: VarStream, Value: c.Stream, Want: "a stream name or a Kinesis stream ARN"})
+		}
+	}
+	if c.Start == "" {
+		c.Start = "latest"
+	} else if _, err := reader.ParsePosition(c.Start); err != nil {
+		e.errs = append(e.errs, &Error{Var: VarStart, Value: c.Start, Want: "latest, horizon, timestamp:<unix ms> or sequence:<shard>:<seq>"})
+	}
+	return c, errors.Join(e.errs...)
+}
