@@ -312,6 +312,17 @@ func TestDecide_LeasableOrderParentsBeforeChildrenThenID(t *testing.T) {
 	}
 }
 
+func TestDecide_LeasableOrderByDepthEvenWhenIDsSortOtherwise(t *testing.T) {
+	// Kinesis numbers children after their parents, but the order must not
+	// depend on that.
+	shards := []Shard{open("a", "y", "z"), closed("y", "x"), closed("z"), closed("x")}
+	d := Decide(Input{Shards: shards, StartAtTip: true, Now: now})
+	want := []string{"x", "z", "y", "a"}
+	if got := ids(d.Leasable); !slices.Equal(got, want) {
+		t.Errorf("Leasable = %v, want %v", got, want)
+	}
+}
+
 func TestDecide_RepeatedShardJudgedOnce(t *testing.T) {
 	d := Decide(Input{Shards: []Shard{open("a"), open("a")}, Now: now})
 	if got := ids(d.Leasable); !slices.Equal(got, []string{"a"}) {
