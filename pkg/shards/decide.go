@@ -90,8 +90,10 @@ type Decision struct {
 //     taken again (else Finished);
 //   - every parent, both for a merge, is read: finished in the store, or
 //     gone from the listing (trimmed by retention), or — when the
-//     subscription started at the tip — closed with no checkpoint and no
-//     live owner (else WaitingOnParent).
+//     subscription started at the tip — closed, with no checkpoint, and
+//     never taken by a reader: no row, or a row with no owner and a zero
+//     Counter, such as the one the coordinator records at startup (else
+//     WaitingOnParent).
 //
 // Consequences worth knowing:
 //   - A parent listed without a row (and StartAtTip false), or with a row
@@ -101,11 +103,13 @@ type Decision struct {
 //   - A closed shard whose row is held is Held; a closed shard never read
 //     is leasable like any other: its reader reaches SHARD_END and
 //     checkpoints it, which lets its children open.
-//   - At the tip, a closed parent whose row is held but not checkpointed
-//     does not count as read: its reader may still be delivering records
-//     that arrived after the subscription started, and they come before the
-//     child's. The child waits until that reader writes SHARD_END or its
-//     lease expires.
+//   - At the tip, a closed parent that a reader has taken (held now, or
+//     released or expired without a checkpoint) does not count as read:
+//     the shard may have been open when the subscription started, and
+//     that reader may have read records newer than the start without
+//     settling them; they come before the child's. The child waits until a
+//     reader of the parent writes SHARD_END. The parent stays leasable, so
+//     this costs one short read of the parent, never a deadlock.
 //   - A finished shard is Finished even if its row still names a live
 //     owner, and a held shard is Held whatever its parents' state.
 //
@@ -128,8 +132,13 @@ func Decide(in Input) Decision {
 		if !listed {
 			return true // trimmed by retention
 		}
-		if in.StartAtTip && ps.Closed() && row.Checkpoint == "" && !row.HeldAt(in.Now) {
-			return true // its records predate the subscription
+		// At the tip, a closed parent no reader ever took holds only records
+		// the subscription skips. Once taken (Counter > 0), a reader may have
+		// read records newer than the start without checkpointing them yet,
+		// so it must reach SHARD_END like any other parent.
+		neverTaken := row.Counter == 0 && row.Owner == ""
+		if in.StartAtTip && ps.Closed() && row.Checkpoint == "" && neverTaken {
+			return true
 		}
 		return false
 	}

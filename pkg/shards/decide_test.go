@@ -164,12 +164,30 @@ func TestDecide(t *testing.T) {
 			not:      map[string]Reason{},
 		},
 		{
-			name:     "TipStartReleasedParentWithoutCheckpointCountsAsRead",
+			name:     "TipStartParentRowRecordedAtStartupCountsAsRead",
 			shards:   split,
-			leases:   rows("s0", lease.Lease{Counter: 3}),
+			leases:   rows("s0", lease.Lease{Start: "latest", Generation: "g1"}),
 			tip:      true,
 			leasable: []string{"s0", "s1", "s2"},
 			not:      map[string]Reason{},
+		},
+		{
+			// A reader took it, maybe read records newer than the start,
+			// and lost it before checkpointing: they must be read first.
+			name:     "TipStartParentTakenThenReleasedWithoutCheckpointStillWaits",
+			shards:   split,
+			leases:   rows("s0", lease.Lease{Counter: 3, Start: "latest", Generation: "g1"}),
+			tip:      true,
+			leasable: []string{"s0"},
+			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
+		},
+		{
+			name:     "TipStartParentExpiredWithoutCheckpointStillWaits",
+			shards:   split,
+			leases:   rows("s0", lease.Lease{Counter: 1, Owner: "gone", Expiry: now.Add(-time.Second)}),
+			tip:      true,
+			leasable: []string{"s0"},
+			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
 		},
 		{
 			name:     "TipStartParentWithSequenceCheckpointStillWaits",
@@ -182,7 +200,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:   "TipStartHeldParentWithoutCheckpointStillWaits",
 			shards: split,
-			leases: rows("s0", lease.Lease{Owner: "reader-a", Expiry: later}),
+			leases: rows("s0", lease.Lease{Owner: "reader-a", Expiry: later, Counter: 1}),
 			tip:    true,
 			not: map[string]Reason{
 				"s0": held("reader-a", later), "s1": waiting("s0"), "s2": waiting("s0"),
