@@ -45,6 +45,10 @@ bench: deps ## Benchmarks; prints `bench <name> <value> <unit>` lines
 	@mkdir -p $(BUILD_DIR)
 	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... 2>&1 | tee $(BUILD_DIR)/bench.log | grep -E '^(bench |--- FAIL|FAIL|panic)'
 
+demo: deps ## The whole system on local emulators: a split, a merge, a killed loop; ends with the verdict line
+	@$(GO) build -o $(BUILD_DIR)/shardloop ./cmd/shardloop
+	@$(BUILD_DIR)/shardloop demo
+
 clean: ## Remove build output
 	rm -rf $(BUILD_DIR)
 

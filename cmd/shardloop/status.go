@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+func statusCmd(ctx context.Context, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	stream := fs.String("stream", "", "stream name or ARN (required)")
+	table := fs.String("table", "", "DynamoDB lease table (required)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *stream == "" || *table == "" {
+		return usageError{"--stream and --table are required"}
+	}
+	name, err := shards.StreamName(*stream)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return err
+	}
+	store, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), *table)
+	if err != nil {
+		return err
+	}
+	rows, err := store.List(ctx, name)
+	if err != nil {
+		return err
+	}
+	printStatus(w, rows, time.Now())
+	return nil
+}
+
+// printStatus writes the lease rows as a table: shard, parents, owner,
+// expiry (or how long ago it expired), checkpoint.
+func printStatus(w io.Writer, rows []lease.Lease, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tPARENTS\tOWNER\tEXPIRY\tCHECKPOINT")
+	for _, r := range rows {
+		owner, expiry := r.Owner, "-"
+		switch {
+		case r.Owner == "":
+			owner = "-"
+		case r.HeldAt(now):
+			expiry = "in " + r.Expiry.Sub(now).Round(100*time.Millisecond).String()
+		default:
+			expiry = "expired " + now.Sub(r.Expiry).Round(100*time.Millisecond).String() + " ago"
+		}
+		parents := strings.Join(r.ParentShardIDs, ",")
+		if parents == "" {
+			parents = "-"
+		}
+		ckpt := r.Checkpoint
+		if ckpt == "" {
+			ckpt = "-"
+		} else if len(ckpt) > 24 && ckpt != lease.ShardEnd {
+			ckpt = "…" + ckpt[len(ckpt)-12:]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ShardID, parents, owner, expiry, ckpt)
+	}
+	tw.Flush()
+}
