@@ -267,4 +267,3 @@ func (d deadTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 	}
 	return d.Target.Deliver(ctx, b)
 }
-
