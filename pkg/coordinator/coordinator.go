@@ -192,13 +192,14 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	// Subscription startup: the first pass of a generation records the start
 	// position on every shard it opens with.
 	if !anyGeneration(rows, sub.Generation) {
+		start := recordedStart(sub.Start, c.cfg.Clock())
 		for _, id := range ids {
-			if _, err := c.store.SetStart(ctx, name, id, sub.Start, sub.Generation); err != nil {
+			if _, err := c.store.SetStart(ctx, name, id, start, sub.Generation); err != nil {
 				return res, fmt.Errorf("stream %s: record start position: %w", name, err)
 			}
 		}
 		res.StartRecorded = true
-		log.InfoContext(ctx, "subscription startup recorded", "start", sub.Start, "generation", sub.Generation, "shards", len(ids))
+		log.InfoContext(ctx, "subscription startup recorded", "start", start, "generation", sub.Generation, "shards", len(ids))
 		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
 			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
 		}
@@ -287,6 +288,19 @@ func (c *Coordinator) cleanup(ctx context.Context, stream string, listing []shar
 		deleted = append(deleted, r.ShardID)
 	}
 	return deleted, nil
+}
+
+// recordedStart is the start position written on the rows at startup. The
+// tip ("latest") is pinned to the startup time, as a timestamp: a reader that
+// opens at the tip and dies before its first checkpoint would otherwise leave
+// its successor at a later tip, and the records in between would be skipped.
+// With the timestamp every reader of the opening set opens at the same place
+// until a checkpoint is written (a few records may be delivered twice).
+func recordedStart(start string, now time.Time) string {
+	if start == "latest" {
+		return fmt.Sprintf("timestamp:%d", now.UnixMilli())
+	}
+	return start
 }
 
 func anyGeneration(rows map[string]lease.Lease, gen string) bool {
