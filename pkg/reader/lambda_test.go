@@ -99,10 +99,10 @@ func TestLambdaTarget_SendsLambdasOwnKinesisEvent(t *testing.T) {
 		}
 	}
 	wantK := map[string]any{
-		"data":                        base64.StdEncoding.EncodeToString(recs[0].Data),
-		"partitionKey":                "k0",
-		"sequenceNumber":              aws.ToString(recs[0].SequenceNumber),
-		"kinesisSchemaVersion":        "1.0",
+		"data":                 base64.StdEncoding.EncodeToString(recs[0].Data),
+		"partitionKey":         "k0",
+		"sequenceNumber":       aws.ToString(recs[0].SequenceNumber),
+		"kinesisSchemaVersion": "1.0",
 	}
 	if ts, _ := k["approximateArrivalTimestamp"].(float64); ts < 1700000000.1229 || ts > 1700000000.1231 {
 		t.Errorf("kinesis.approximateArrivalTimestamp = %v, want 1700000000.123 (epoch seconds)", k["approximateArrivalTimestamp"])

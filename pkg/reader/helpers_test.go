@@ -1,0 +1,374 @@
+package reader
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/internal/testaws"
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+func TestMain(m *testing.M) { os.Exit(testaws.Main(m)) }
+
+// env is one stream on kinesis-local and one lease table on dynalite.
+type env struct {
+	k      *kinesis.Client
+	store  *lease.DynamoStore
+	table  string
+	stream string
+	shards []string
+}
+
+func newEnv(t *testing.T, shards int) *env {
+	t.Helper()
+	ctx := t.Context()
+	e := &env{k: testaws.Kinesis(t), table: testaws.Name(t), stream: testaws.Name(t)}
+	d := testaws.Dynamo(t)
+	if err := lease.CreateTable(ctx, d, e.table); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	var err error
+	if e.store, err = lease.NewDynamoStore(d, e.table); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.k.CreateStream(ctx, &kinesis.CreateStreamInput{
+		StreamName: aws.String(e.stream), ShardCount: aws.Int32(int32(shards)),
+		StreamModeDetails: &types.StreamModeDetails{StreamMode: types.StreamModeProvisioned},
+	}); err != nil {
+		t.Fatalf("create stream: %v", err)
+	}
+	e.waitActive(t)
+	e.shards = e.listShards(t)
+	return e
+}
+
+func (e *env) waitActive(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := e.k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(e.stream)})
+		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %s not active: %v", e.stream, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) listShards(t *testing.T) []string {
+	t.Helper()
+	out, err := e.k.ListShards(t.Context(), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range out.Shards {
+		ids = append(ids, aws.ToString(s.ShardId))
+	}
+	return ids
+}
+
+// put writes values with the given partition keys, in order, and returns
+// their sequence numbers.
+func (e *env) put(t *testing.T, keys, values []string) []string {
+	t.Helper()
+	var seqs []string
+	for i := 0; i < len(values); i += 500 {
+		j := min(i+500, len(values))
+		var in []types.PutRecordsRequestEntry
+		for n := i; n < j; n++ {
+			in = append(in, types.PutRecordsRequestEntry{Data: []byte(values[n]), PartitionKey: aws.String(keys[n%len(keys)])})
+		}
+		out, err := e.k.PutRecords(t.Context(), &kinesis.PutRecordsInput{StreamName: aws.String(e.stream), Records: in})
+		if err != nil || aws.ToInt32(out.FailedRecordCount) != 0 {
+			t.Fatalf("put records: %v (%d failed)", err, aws.ToInt32(out.FailedRecordCount))
+		}
+		for _, r := range out.Records {
+			seqs = append(seqs, aws.ToString(r.SequenceNumber))
+		}
+	}
+	return seqs
+}
+
+// putN writes n values "<prefix>-<i>" under one key and returns their
+// sequence numbers.
+func (e *env) putN(t *testing.T, prefix string, n int) []string {
+	t.Helper()
+	return e.put(t, []string{"k"}, values(prefix, n))
+}
+
+func values(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	return out
+}
+
+// opts are fast options for tests.
+func (e *env) opts(tgt Target) Options {
+	return Options{
+		Kinesis: e.k, Store: e.store, Target: tgt,
+		PollInterval: 20 * time.Millisecond, RunLength: 700 * time.Millisecond,
+		RenewInterval: 100 * time.Millisecond, ReadErrorWait: 5 * time.Millisecond,
+		RetryMin: 5 * time.Millisecond, RetryMax: 40 * time.Millisecond,
+	}
+}
+
+func (e *env) state(shard, owner string) State {
+	return State{Stream: e.stream, ShardID: shard, Owner: owner}
+}
+
+func (e *env) row(t *testing.T, shard string) lease.Lease {
+	t.Helper()
+	l, err := e.store.Get(context.WithoutCancel(t.Context()), e.stream, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (e *env) setStart(t *testing.T, shard, start string) {
+	t.Helper()
+	if _, err := e.store.SetStart(t.Context(), e.stream, shard, start, "g-"+start); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sink is an in-process target that keeps what it got.
+type sink struct {
+	mu   sync.Mutex
+	got  []types.Record
+	fail func(b Batch) (int, error) // nil: settle everything
+}
+
+func (s *sink) Deliver(ctx context.Context, b Batch) (int, error) {
+	n, err := len(b.Records), error(nil)
+	if s.fail != nil {
+		n, err = s.fail(b)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, b.Records[:n]...)
+	return n, err
+}
+
+func (s *sink) data() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.got {
+		out = append(out, string(r.Data))
+	}
+	return out
+}
+
+func (s *sink) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.got)
+}
+
+// runUntil runs the loop until done() or the loop ends, within 20 s.
+func runUntil(t *testing.T, o Options, st State, done func() bool) State {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		next, err := Run(t.Context(), o, st)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		st = next
+		if !st.Continue || done() {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loop did not finish; state %+v", st)
+		}
+	}
+}
+
+// faultKinesis wraps the real client; hooks may replace a call's result.
+type faultKinesis struct {
+	KinesisAPI
+	mu       sync.Mutex
+	reads    []string // iterators passed to GetRecords
+	opens    []kinesis.GetShardIteratorInput
+	onRead   func(n int) error // n counts GetRecords calls from 1; a non-nil error is returned instead
+	onOpen   func(n int) error
+	nReads   int
+	nOpens   int
+	readsErr int
+}
+
+func (f *faultKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	f.mu.Lock()
+	f.nReads++
+	n := f.nReads
+	f.reads = append(f.reads, aws.ToString(in.ShardIterator))
+	hook := f.onRead
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return nil, err
+		}
+	}
+	return f.KinesisAPI.GetRecords(ctx, in, fns...)
+}
+
+func (f *faultKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, fns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	f.mu.Lock()
+	f.nOpens++
+	n := f.nOpens
+	f.opens = append(f.opens, *in)
+	hook := f.onOpen
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return nil, err
+		}
+	}
+	return f.KinesisAPI.GetShardIterator(ctx, in, fns...)
+}
+
+func (f *faultKinesis) openTypes() []types.ShardIteratorType {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []types.ShardIteratorType
+	for _, in := range f.opens {
+		out = append(out, in.ShardIteratorType)
+	}
+	return out
+}
+
+// spyStore wraps a lease store and records its writes.
+type spyStore struct {
+	lease.Store
+	mu     sync.Mutex
+	calls  []string // "checkpoint <seq>", "renew", "release", "take"
+	before func(op string) error
+}
+
+func (s *spyStore) record(op string) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, op)
+	f := s.before
+	s.mu.Unlock()
+	if f != nil {
+		return f(op)
+	}
+	return nil
+}
+
+func (s *spyStore) Take(ctx context.Context, stream, shard, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	if err := s.record("take"); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Take(ctx, stream, shard, owner, opts...)
+}
+
+func (s *spyStore) Renew(ctx context.Context, stream, shard, owner string) (lease.Lease, error) {
+	if err := s.record("renew"); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Renew(ctx, stream, shard, owner)
+}
+
+func (s *spyStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+	if err := s.record("checkpoint " + seq); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+}
+
+func (s *spyStore) Release(ctx context.Context, stream, shard, owner string) error {
+	if err := s.record("release"); err != nil {
+		return err
+	}
+	return s.Store.Release(ctx, stream, shard, owner)
+}
+
+func (s *spyStore) ops() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// recHooks records what hooks saw.
+type recHooks struct {
+	NopHooks
+	mu         sync.Mutex
+	aggregated []string
+	readErrs   []bool // throttled?
+	targetErrs int
+	lost       int
+	shardEnd   int
+	onLost     func()
+}
+
+func (h *recHooks) AggregatedRecord(e *AggregatedRecordError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.aggregated = append(h.aggregated, e.Seq)
+}
+
+func (h *recHooks) ReadError(_, _ string, _ error, throttled bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.readErrs = append(h.readErrs, throttled)
+}
+
+func (h *recHooks) TargetError(string, string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.targetErrs++
+}
+
+func (h *recHooks) LeaseLost(string, string, string) {
+	h.mu.Lock()
+	h.lost++
+	f := h.onLost
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+func (h *recHooks) ShardEnd(string, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.shardEnd++
+}
+
+// sleeps records injected sleeps and sleeps a tenth of them.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return sleep(ctx, d/10)
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.d)
+}
+
+func dynamoOf(t *testing.T) *dynamodb.Client { return testaws.Dynamo(t) }
