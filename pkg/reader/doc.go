@@ -1,0 +1,45 @@
+// Package reader reads one Kinesis shard for a bounded time and delivers its
+// records, in order, to a target: the unit of work of one shardreader
+// Lambda invocation, of one goroutine of the local runner, and of tests.
+//
+// Run takes (or renews) the shard's lease, renews it every 3 s in the
+// background, reads with GetRecords, hands each batch to a Target and
+// checkpoints it once settled, and returns a State before its deadline. The
+// State is the Step Functions payload: the next run continues from its
+// iterator without calling GetShardIterator (docs/state.md describes it).
+// Delivery is at least once: a checkpoint is written only after its records
+// settled, and a new owner resumes after the last checkpoint.
+//
+// Where a shard opens is the pure function Open over the lease row: an
+// unapplied start position, else the checkpoint, else TRIM_HORIZON for a
+// child, else LATEST. A reopening inside a loop (an expired iterator, a
+// batch left unsettled) never uses LATEST: it goes after the loop's
+// checkpoint, or to the first record it read, or, after a LATEST opening
+// with nothing read, AT_TIMESTAMP of that opening less one second.
+//
+// Policies, in one place:
+//
+//   - A failing target is retried with capped exponential backoff
+//     (RetryMin to RetryMax) for as long as the loop runs; nothing past an
+//     unsettled record is checkpointed, and the lease stays renewed. The
+//     shard is blocked until the target accepts the record or the record
+//     leaves the stream's retention: alarm on Hooks.TargetError.
+//   - A KPL-aggregated record is not delivered: it is reported as an
+//     AggregatedRecordError (error log, Hooks.AggregatedRecord) and the
+//     checkpoint moves past it, so one such record cannot block the shard.
+//   - A throttled read waits PollInterval and retries the same iterator; any
+//     other read error waits ReadErrorWait and retries it; the 11th
+//     consecutive error releases the lease (ReasonReadErrors).
+//   - A refused renewal cancels the delivery in flight and nothing more is
+//     written (ReasonLeaseLost). SHARD_END is written only after every
+//     delivery settled; then the lease is released and Nudge called.
+//   - Reads are sequential: the next GetRecords starts after the batch
+//     settled. No prefetch, so a run never adds reads beyond one per batch,
+//     and stays within the shard's 5 reads per second whenever target and
+//     checkpoint take 200 ms a batch or more; an idle shard reads once per
+//     PollInterval.
+//
+// LambdaTarget invokes a function with exactly the event Lambda's own
+// Kinesis trigger sends and reads batchItemFailures from its answer;
+// FuncTarget is an in-process Go function.
+package reader
