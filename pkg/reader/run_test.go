@@ -470,12 +470,10 @@ func TestRun_FailedRenewalStopsAtOnceAndWritesNothingMore(t *testing.T) {
 	o := e.opts(s)
 	o.Store, o.Hooks, o.BatchSize = spy, h, 10
 	o.RunLength = 10 * time.Second
-	began := time.Now()
 	st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = began
 	if st.Reason != ReasonLeaseLost || st.Continue {
 		t.Fatalf("ended %q continue=%v", st.Reason, st.Continue)
 	}
