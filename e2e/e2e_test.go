@@ -1,0 +1,502 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/internal/emulators"
+	"github.com/shardloop/shardloop/internal/testaws"
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+const (
+	stateMachineARN = "arn:aws:states:us-east-1:000000000000:stateMachine:shardloop-e2e"
+	targetARN       = "arn:aws:lambda:us-east-1:000000000000:function:target" // the host maps it to "target"
+	keys            = 20
+	waveSize        = 150
+)
+
+// TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop runs
+// the real coordinator, shardreader and a target Lambda in the Runtime
+// Interface Emulator against kinesis-local and dynalite, with Step Functions
+// played by a fake that follows template/statemachine.asl.json. It produces
+// keyed records in waves, splits a shard, kills the loop of another shard
+// inside a Read, and checks from what the target received that every record
+// arrived at least once and that each key's records first arrived in order.
+func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *testing.T) {
+	if !supported {
+		t.Skip("the Lambda bootstraps are linux binaries")
+	}
+	began := time.Now()
+	bins := buildBinaries(t)
+	kin := testaws.Kinesis(t)
+	ddb := testaws.Dynamo(t)
+	kinURL := testaws.Endpoint(t, emulators.Kinesis)
+	ddbURL := testaws.Endpoint(t, emulators.DynamoDB)
+	shape := loadLoopShape(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stream, table := testaws.Name(t), testaws.Name(t)
+	if _, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(ctx, t, kin, stream)
+	if err := lease.CreateTable(ctx, ddb, table); err != nil {
+		t.Fatal(err)
+	}
+	store, err := lease.NewDynamoStore(ddb, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	work := t.TempDir()
+	received := filepath.Join(work, "received.jsonl")
+	// E2E_LOG_DIR keeps the functions' logs (one file per RIE instance)
+	// after the test; by default they go away with it, and a failed test
+	// prints their last lines.
+	logDir := os.Getenv("E2E_LOG_DIR")
+	if logDir == "" {
+		logDir = filepath.Join(work, "logs")
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host := newLambdaHost(t, bins, logDir)
+	if err := host.serve(); err != nil {
+		t.Fatal(err)
+	}
+	sfn, err := newFakeSFN(t, host, "shardreader", shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedCtx, stopSchedule := context.WithCancel(ctx)
+	var schedule sync.WaitGroup
+	t.Cleanup(func() {
+		stopSchedule()
+		sfn.stop()
+		host.close() // kills every emulator: the Reads in flight end
+		schedule.Wait()
+		sfn.wait()
+		if t.Failed() {
+			host.logTails(40)
+		}
+	})
+
+	base := []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + work, "TMPDIR=" + os.TempDir(),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+	env := func(extra ...string) []string { return append(slices.Clone(base), extra...) }
+	start := time.Now()
+	errs := []error{
+		host.add("shardreader", bins.ShardReader, 4, 15*time.Second, env(
+			"AWS_ENDPOINT_URL_KINESIS="+kinURL,
+			"AWS_ENDPOINT_URL_DYNAMODB="+ddbURL,
+			"AWS_ENDPOINT_URL_LAMBDA="+host.URL,
+			"SHARDLOOP_LEASE_TABLE="+table,
+			"SHARDLOOP_TARGET_FUNCTION="+targetARN,
+			"SHARDLOOP_COORDINATOR_FUNCTION=coordinator",
+			"SHARDLOOP_BATCH_SIZE=40",
+			"SHARDLOOP_RUN_LENGTH=5s",
+			"SHARDLOOP_POLL_INTERVAL=200ms",
+			"SHARDLOOP_MAX_ITERATIONS=3",
+		)),
+		host.add("coordinator", bins.Coordinator, 1, 30*time.Second, env(
+			"AWS_ENDPOINT_URL_KINESIS="+kinURL,
+			"AWS_ENDPOINT_URL_DYNAMODB="+ddbURL,
+			"AWS_ENDPOINT_URL_SFN="+sfn.URL,
+			"SHARDLOOP_STREAM="+stream,
+			"SHARDLOOP_LEASE_TABLE="+table,
+			"SHARDLOOP_STATE_MACHINE_ARN="+stateMachineARN,
+			"SHARDLOOP_TARGET_FUNCTION="+targetARN,
+			"SHARDLOOP_START_POSITION=horizon",
+			"SHARDLOOP_WINDOW=3s",
+		)),
+		host.add("target", bins.Target, 2, 10*time.Second, env(
+			"E2E_RECORD_FILE="+received,
+			"E2E_FAIL_EVERY=7", // a partial batch failure now and then
+		)),
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("setup (build, emulators, stream, table, 7 RIE instances) took %s", time.Since(began).Round(time.Millisecond))
+
+	p := &producer{kin: kin, stream: stream, next: map[string]int{}, sent: map[string]sent{}}
+	mustWave := func(wave int) {
+		t.Helper()
+		if err := p.wave(ctx, wave, waveSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWave(1) // before any loop runs: read from the horizon
+
+	// The EventBridge schedule: the coordinator runs its window again and
+	// again. Readers' nudges ({"nudge":true}) arrive in between.
+	schedule.Go(func() {
+		ev := []byte(`{"source":"aws.events","detail-type":"Scheduled Event","detail":{}}`)
+		for schedCtx.Err() == nil {
+			res, err := host.invoke(schedCtx, "coordinator", ev, nil)
+			switch {
+			case schedCtx.Err() != nil:
+				return
+			case err != nil:
+				t.Logf("schedule: coordinator invoke failed: %v", err)
+			case res.FunctionError || res.Status != http.StatusOK:
+				t.Errorf("schedule: coordinator answered %d (function error %v): %s", res.Status, res.FunctionError, res.Body)
+			}
+			select {
+			case <-schedCtx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	})
+
+	waitFor(ctx, t, 45*time.Second, "the first delivery", func() bool { return len(readReceived(t, received)) > 0 })
+	t.Logf("first delivery %s after the loops were started", time.Since(start).Round(time.Millisecond))
+	mustWave(2)
+
+	children := splitInTheMiddle(ctx, t, kin, stream, "shardId-000000000001")
+	t.Logf("split shardId-000000000001 into %v", children)
+	mustWave(3)
+
+	killCtx, killCancel := context.WithTimeout(ctx, 20*time.Second)
+	killed, err := sfn.killMidRead(killCtx, "shardId-000000000000")
+	killCancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	t.Logf("killed execution %s (owner %s) of %s inside its Read, after %d iterations", killed.Name, killed.Owner, killed.Shard, killed.Iterations)
+
+	time.Sleep(time.Second)
+	mustWave(4)
+	time.Sleep(2 * time.Second)
+	mustWave(5)
+
+	// Wait for every record, and for a continue-as-new and the takeover.
+	takenOver := func() (execInfo, bool) {
+		for _, e := range sfn.executions() {
+			if e.Shard == killed.Shard && e.Owner != killed.Owner && e.Parent == "" && e.Iterations > 0 {
+				return e, true
+			}
+		}
+		return execInfo{}, false
+	}
+	lastLog := time.Now()
+	waitFor(ctx, t, 75*time.Second, "every record delivered, a takeover and a continue-as-new", func() bool {
+		got := readReceived(t, received)
+		delivered := map[string]bool{}
+		for _, r := range got {
+			delivered[r.id()] = true
+		}
+		_, took := takenOver()
+		can := false
+		for _, e := range sfn.executions() {
+			can = can || e.Parent != ""
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			lastLog = time.Now()
+			t.Logf("progress: produced %d, delivered %d unique (%d deliveries), takeover %v, continue-as-new %v, executions %d",
+				len(p.sent), len(delivered), len(got), took, can, len(sfn.executions()))
+		}
+		return len(delivered) >= len(p.sent) && took && can
+	})
+	took, _ := takenOver()
+	t.Logf("shard %s taken over by owner %s: its loop started %s after the kill (lease expiry 10 s, then the next coordinator pass)",
+		killed.Shard, took.Owner, took.Started.Sub(killedAt).Round(time.Millisecond))
+	for _, e := range sfn.executions() {
+		t.Logf("execution %-40.40s shard %s owner %.12s parent %.12s: %s, %d iterations, last reason %q, err %v",
+			e.Name, e.Shard, e.Owner, e.Parent, e.Status, e.Iterations, e.LastReason, e.Err)
+		if e.Status == failed {
+			t.Errorf("execution %s of %s failed: %v", e.Name, e.Shard, e.Err)
+		}
+	}
+
+	got := readReceived(t, received)
+	checkDelivery(t, p, got)
+	checkLeases(ctx, t, store, stream, killed, children)
+	t.Logf("whole test: %s", time.Since(began).Round(time.Millisecond))
+}
+
+// sent is where a produced record went.
+type sent struct{ shard, seq string }
+
+type producer struct {
+	kin    *kinesis.Client
+	stream string
+	next   map[string]int  // per-key counter
+	sent   map[string]sent // by record id "key/n"
+	order  []string        // ids in production order
+}
+
+func keyName(i int) string { return fmt.Sprintf("k%02d", i) }
+
+// wave puts n records round-robin over the keys, each carrying its key's
+// next counter, in one PutRecords.
+func (p *producer) wave(ctx context.Context, wave, n int) error {
+	var entries []ktypes.PutRecordsRequestEntry
+	var ids []string
+	for i := range n {
+		k := keyName(i % keys)
+		c := p.next[k]
+		p.next[k]++
+		ids = append(ids, fmt.Sprintf("%s/%d", k, c))
+		entries = append(entries, ktypes.PutRecordsRequestEntry{
+			PartitionKey: aws.String(k),
+			Data:         fmt.Appendf(nil, `{"k":%q,"n":%d,"w":%d}`, k, c, wave),
+		})
+	}
+	out, err := p.kin.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(p.stream), Records: entries})
+	if err != nil {
+		return fmt.Errorf("wave %d: %w", wave, err)
+	}
+	if aws.ToInt32(out.FailedRecordCount) > 0 {
+		return fmt.Errorf("wave %d: %d records failed (kinesis-local never throttles)", wave, aws.ToInt32(out.FailedRecordCount))
+	}
+	for i, r := range out.Records {
+		p.sent[ids[i]] = sent{shard: aws.ToString(r.ShardId), seq: aws.ToString(r.SequenceNumber)}
+		p.order = append(p.order, ids[i])
+	}
+	return nil
+}
+
+// receivedRecord is one line the sample target wrote.
+type receivedRecord struct {
+	ShardID      string `json:"shardId"`
+	Seq          string `json:"seq"`
+	PartitionKey string `json:"partitionKey"`
+	Data         string `json:"data"`
+	Failed       bool   `json:"failed"`
+
+	Key string `json:"-"`
+	N   int    `json:"-"`
+}
+
+func (r receivedRecord) id() string { return fmt.Sprintf("%s/%d", r.Key, r.N) }
+
+// readReceived reads the target's record file (one write per record set, so
+// a line is never torn).
+func readReceived(t testing.TB, path string) []receivedRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []receivedRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r receivedRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("target record file: %v: %q", err, sc.Text())
+		}
+		var d struct {
+			K string `json:"k"`
+			N int    `json:"n"`
+		}
+		if err := json.Unmarshal([]byte(r.Data), &d); err != nil {
+			t.Fatalf("target received data this test did not produce: %q", r.Data)
+		}
+		r.Key, r.N = d.K, d.N
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkDelivery: every produced record was received at least once, with the
+// shard, sequence number and partition key it was put with; each key's
+// records were first received in the producer's order; duplicates are
+// counted and reported.
+func checkDelivery(t *testing.T, p *producer, got []receivedRecord) {
+	t.Helper()
+	// Precondition: the producer's order is the stream's order per key
+	// (PutRecords keeps request order within a shard).
+	last := map[string]sent{}
+	for _, id := range p.order {
+		k, _, _ := strings.Cut(id, "/")
+		s := p.sent[id]
+		if prev, ok := last[k]; ok && prev.shard == s.shard && seqLess(s.seq, prev.seq) {
+			t.Fatalf("precondition: kinesis-local gave %s a sequence number below its key's previous record in %s", id, s.shard)
+		}
+		last[k] = s
+	}
+
+	times := map[string]int{}
+	first := map[string][]int{} // key -> counters in order of first receipt
+	firstAt := map[string]receivedRecord{}
+	for _, r := range got {
+		s, ok := p.sent[r.id()]
+		switch {
+		case !ok:
+			t.Errorf("received a record that was never produced: %+v", r)
+			continue
+		case s.shard != r.ShardID || s.seq != r.Seq || r.PartitionKey != r.Key:
+			t.Errorf("record %s received as shard %s seq %s key %s; produced into %s with seq %s",
+				r.id(), r.ShardID, r.Seq, r.PartitionKey, s.shard, s.seq)
+		}
+		times[r.id()]++
+		if times[r.id()] == 1 {
+			first[r.Key] = append(first[r.Key], r.N)
+			firstAt[r.id()] = r
+		}
+	}
+	var lost []string
+	for _, id := range p.order {
+		if times[id] == 0 {
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("lost %d of %d records (never received), e.g. %v", len(lost), len(p.order), lost[:min(len(lost), 10)])
+	}
+	for k, ns := range first {
+		for i := 1; i < len(ns); i++ {
+			if ns[i] < ns[i-1] {
+				a, b := firstAt[fmt.Sprintf("%s/%d", k, ns[i-1])], firstAt[fmt.Sprintf("%s/%d", k, ns[i])]
+				t.Errorf("key %s out of order: %d (shard %s seq %s) first received before %d (shard %s seq %s)",
+					k, ns[i-1], a.ShardID, a.Seq, ns[i], b.ShardID, b.Seq)
+				break
+			}
+		}
+	}
+	dups, dupIDs := 0, []string{}
+	for id, n := range times {
+		if n > 1 {
+			dups += n - 1
+			dupIDs = append(dupIDs, id)
+		}
+	}
+	sort.Strings(dupIDs)
+	byShard := map[string]int{}
+	for _, r := range got {
+		byShard[r.ShardID]++
+	}
+	t.Logf("produced %d, received %d deliveries of %d unique records (%d duplicates, of %d records), lost %d; deliveries by shard %v",
+		len(p.order), len(got), len(times), dups, len(dupIDs), len(lost), byShard)
+	if len(dupIDs) > 0 {
+		t.Logf("duplicated records, e.g. %v", dupIDs[:min(len(dupIDs), 12)])
+	}
+}
+
+// checkLeases: the split parent was read to its end, the killed loop's
+// shard belongs to its new owner, and each child has a checkpoint.
+func checkLeases(ctx context.Context, t *testing.T, store *lease.DynamoStore, stream string, killed execInfo, children []string) {
+	t.Helper()
+	rows, err := store.List(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byShard := map[string]lease.Lease{}
+	for _, l := range rows {
+		byShard[l.ShardID] = l
+		t.Logf("lease %s: owner %.12s expiry %s checkpoint %s parents %v", l.ShardID, l.Owner, l.Expiry.Format(time.TimeOnly), l.Checkpoint, l.ParentShardIDs)
+	}
+	if l := byShard["shardId-000000000001"]; !l.Finished() {
+		t.Errorf("split parent shardId-000000000001 checkpoint %q, want %s", l.Checkpoint, lease.ShardEnd)
+	}
+	if l := byShard[killed.Shard]; l.Owner == killed.Owner {
+		t.Errorf("%s still belongs to the killed loop's owner %s", killed.Shard, killed.Owner)
+	}
+	for _, c := range children {
+		if byShard[c].Checkpoint == "" {
+			t.Errorf("child %s has no checkpoint: was it read?", c)
+		}
+	}
+}
+
+// seqLess compares two Kinesis sequence numbers (decimal strings).
+func seqLess(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+func waitActive(ctx context.Context, t testing.TB, kin *kinesis.Client, stream string) {
+	t.Helper()
+	w := kinesis.NewStreamExistsWaiter(kin, func(o *kinesis.StreamExistsWaiterOptions) {
+		o.MinDelay = 50 * time.Millisecond
+		o.MaxDelay = 200 * time.Millisecond
+	})
+	if err := w.Wait(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String(stream)}, 30*time.Second); err != nil {
+		t.Fatalf("stream %s not active: %v", stream, err)
+	}
+}
+
+// splitInTheMiddle splits shard at the middle of its hash key range and
+// returns the children's ids.
+func splitInTheMiddle(ctx context.Context, t testing.TB, kin *kinesis.Client, stream, shard string) []string {
+	t.Helper()
+	out, err := kin.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mid *big.Int
+	for _, s := range out.Shards {
+		if aws.ToString(s.ShardId) == shard {
+			lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+			hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
+			mid = new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		}
+	}
+	if mid == nil {
+		t.Fatalf("shard %s not listed", shard)
+	}
+	if _, err := kin.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(stream), ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(mid.String())}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(ctx, t, kin, stream)
+	out, err = kin.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for _, s := range out.Shards {
+		if aws.ToString(s.ParentShardId) == shard {
+			children = append(children, aws.ToString(s.ShardId))
+		}
+	}
+	if len(children) != 2 {
+		t.Fatalf("split of %s: children %v, want 2", shard, children)
+	}
+	return children
+}
+
+// waitFor polls cond every 250 ms until it holds, failing after limit.
+func waitFor(ctx context.Context, t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("no %s within %s", what, limit)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
