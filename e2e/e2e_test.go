@@ -179,6 +179,16 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 	t.Logf("split shardId-000000000001 into %v", children)
 	mustWave(3)
 
+	// Kill shard 0's loop in the middle of delivering wave 3: once the
+	// target has seen the wave's first records from that shard.
+	waitFor(ctx, t, 20*time.Second, "delivery of wave 3 from shardId-000000000000", func() bool {
+		for _, r := range readReceived(t, received) {
+			if r.W == 3 && r.ShardID == "shardId-000000000000" {
+				return true
+			}
+		}
+		return false
+	})
 	killCtx, killCancel := context.WithTimeout(ctx, 20*time.Second)
 	killed, err := sfn.killMidRead(killCtx, "shardId-000000000000")
 	killCancel()
@@ -289,7 +299,8 @@ type receivedRecord struct {
 	Failed       bool   `json:"failed"`
 
 	Key string `json:"-"`
-	N   int    `json:"-"`
+	N   int    `json:"-"` // the key's counter
+	W   int    `json:"-"` // the wave
 }
 
 func (r receivedRecord) id() string { return fmt.Sprintf("%s/%d", r.Key, r.N) }
@@ -317,11 +328,12 @@ func readReceived(t testing.TB, path string) []receivedRecord {
 		var d struct {
 			K string `json:"k"`
 			N int    `json:"n"`
+			W int    `json:"w"`
 		}
 		if err := json.Unmarshal([]byte(r.Data), &d); err != nil {
 			t.Fatalf("target received data this test did not produce: %q", r.Data)
 		}
-		r.Key, r.N = d.K, d.N
+		r.Key, r.N, r.W = d.K, d.N, d.W
 		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {
@@ -394,12 +406,17 @@ func checkDelivery(t *testing.T, p *producer, got []receivedRecord) {
 		}
 	}
 	sort.Strings(dupIDs)
-	byShard := map[string]int{}
+	byShard, dupsByShard := map[string]int{}, map[string]int{}
+	seen := map[string]bool{}
 	for _, r := range got {
 		byShard[r.ShardID]++
+		if seen[r.id()] {
+			dupsByShard[r.ShardID]++
+		}
+		seen[r.id()] = true
 	}
-	t.Logf("produced %d, received %d deliveries of %d unique records (%d duplicates, of %d records), lost %d; deliveries by shard %v",
-		len(p.order), len(got), len(times), dups, len(dupIDs), len(lost), byShard)
+	t.Logf("produced %d, received %d deliveries of %d unique records (%d duplicates, of %d records), lost %d; deliveries by shard %v, duplicates by shard %v",
+		len(p.order), len(got), len(times), dups, len(dupIDs), len(lost), byShard, dupsByShard)
 	if len(dupIDs) > 0 {
 		t.Logf("duplicated records, e.g. %v", dupIDs[:min(len(dupIDs), 12)])
 	}

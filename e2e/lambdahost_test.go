@@ -227,7 +227,7 @@ type lambdaHost struct {
 	rie    string
 	wrap   string // diewithparent
 	logDir string
-	pools  map[string]*pool
+	pools  map[string]*pool // under mu
 	srv    *http.Server
 	URL    string
 
@@ -263,7 +263,9 @@ func (h *lambdaHost) add(name, bootstrap string, n int, timeout time.Duration, e
 	for _, in := range p.all {
 		p.free <- in
 	}
+	h.mu.Lock()
 	h.pools[name] = p
+	h.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -291,9 +293,16 @@ func functionName(s string) string {
 	return parts[0]
 }
 
+func (h *lambdaHost) pool(name string) (*pool, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.pools[name]
+	return p, ok
+}
+
 func (h *lambdaHost) handleInvoke(w http.ResponseWriter, r *http.Request) {
 	name := functionName(r.PathValue("name"))
-	p, ok := h.pools[name]
+	p, ok := h.pool(name)
 	if !ok {
 		writeLambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+name)
 		return
@@ -347,7 +356,7 @@ func writeLambdaError(w http.ResponseWriter, status int, typ, msg string) {
 // invoke is a synchronous invoke from inside the test (the state machine's
 // Lambda task, the schedule).
 func (h *lambdaHost) invoke(ctx context.Context, name string, payload []byte, acquired func(*instance)) (result, error) {
-	p, ok := h.pools[name]
+	p, ok := h.pool(name)
 	if !ok {
 		return result{}, fmt.Errorf("no function %q", name)
 	}
