@@ -89,7 +89,8 @@ func (c *Coordinator) Run(ctx context.Context, window time.Duration) error {
 	var lastErr error
 	ok := false
 	for {
-		if _, err := c.Pass(ctx); err != nil {
+		res, err := c.Pass(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
@@ -99,6 +100,15 @@ func (c *Coordinator) Run(ctx context.Context, window time.Duration) error {
 			ok = true
 		}
 		wait := c.cfg.RelistInterval
+		// Pass again just after the earliest lease expiry seen: a loop that
+		// died is then taken over within moments of its lease lapsing rather
+		// than at the next relist. Live leases are renewed every 3 s, so their
+		// expiries are never nearer than ~7 s and this adds few passes.
+		if next := res.NextExpiry(); !next.IsZero() {
+			if d := max(next.Sub(c.cfg.Clock())+expiryGrace, minWait); d < wait {
+				wait = d
+			}
+		}
 		if left := deadline.Sub(c.cfg.Clock()); left < wait {
 			wait = left
 		}
@@ -124,9 +134,28 @@ func (c *Coordinator) Run(ctx context.Context, window time.Duration) error {
 	return nil
 }
 
+// expiryGrace is how long after a lease's expiry the coordinator passes
+// again; minWait bounds how often it passes for expiries.
+const (
+	expiryGrace = 100 * time.Millisecond
+	minWait     = 250 * time.Millisecond
+)
+
 // PassResult says what one pass did, per stream.
 type PassResult struct {
 	Streams []StreamResult
+}
+
+// NextExpiry is the earliest future expiry of a lease held by another owner
+// in any stream of the pass, or the zero time.
+func (r PassResult) NextExpiry() time.Time {
+	var next time.Time
+	for _, s := range r.Streams {
+		if !s.NextExpiry.IsZero() && (next.IsZero() || s.NextExpiry.Before(next)) {
+			next = s.NextExpiry
+		}
+	}
+	return next
 }
 
 // StreamResult is one subscription's part of a pass.
@@ -142,6 +171,10 @@ type StreamResult struct {
 	StartRecorded bool
 	// Deleted lists rows removed for shards gone from the listing.
 	Deleted []string
+	// NextExpiry is the earliest expiry of the held leases of listed,
+	// unfinished shards, those taken in this pass included; zero when none
+	// is held.
+	NextExpiry time.Time
 }
 
 // Pass runs one pass over every subscription. Errors of one subscription do
@@ -207,10 +240,15 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 
 	d := shards.Decide(shards.Input{Shards: listing, Leases: rows, StartAtTip: sub.Start == "latest", Now: c.cfg.Clock()})
 	res.Waiting = d.NotLeasable
+	for _, why := range d.NotLeasable {
+		if why.Kind == shards.Held && (res.NextExpiry.IsZero() || why.Until.Before(res.NextExpiry)) {
+			res.NextExpiry = why.Until
+		}
+	}
 	var errs []error
 	for _, s := range d.Leasable {
 		owner := c.cfg.NewOwner(s.ID)
-		_, err := c.store.Take(ctx, name, s.ID, owner, lease.WithParents(s.Parents()...), lease.WithGeneration(sub.Generation))
+		taken, err := c.store.Take(ctx, name, s.ID, owner, lease.WithParents(s.Parents()...), lease.WithGeneration(sub.Generation))
 		if errors.Is(err, lease.ErrHeld) {
 			res.Lost++ // another coordinator took it first
 			continue
@@ -230,6 +268,9 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 			}
 			errs = append(errs, fmt.Errorf("start loop for %s: %w", lease.Key(name, s.ID), err))
 			continue
+		}
+		if res.NextExpiry.IsZero() || taken.Expiry.Before(res.NextExpiry) {
+			res.NextExpiry = taken.Expiry
 		}
 		log.InfoContext(ctx, "started loop", "shard_id", s.ID, "owner", owner)
 		res.Started = append(res.Started, loop)

@@ -395,3 +395,31 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRun_PassesAtLeaseExpiry: a shard whose loop died is taken over just
+// after its lease lapses, not at the next relist.
+func TestRun_PassesAtLeaseExpiry(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store, err := lease.NewMemoryStore(func(o *lease.Options) { o.Duration = 2 * time.Second })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	c := newCoordinator(t, coordinator.Config{
+		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
+		RelistInterval: time.Hour,
+	}, store, kc, rec)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(t.Context(), 30*time.Second) }()
+	// The first pass starts a loop; nobody renews its lease (the loop "died"),
+	// so the coordinator must start a second one once the 2 s lease lapses,
+	// although its relist interval is an hour.
+	waitFor(t, func() bool { return len(rec.shards()) == 2 })
+	rec.mu.Lock()
+	first, second := rec.loops[0], rec.loops[1]
+	rec.mu.Unlock()
+	if first.Owner == second.Owner || first.ShardID != second.ShardID {
+		t.Fatalf("loops %+v then %+v: want the same shard under a new owner", first, second)
+	}
+}

@@ -9,7 +9,9 @@
 // execution named after the owner in AWS, a goroutine locally). Overlapping
 // coordinators are harmless: the conditional take decides which one starts a
 // loop. A reader that reaches SHARD_END or releases its lease calls Nudge so
-// that children open at once rather than at the next relist.
+// that children open at once rather than at the next relist, and Run passes
+// again just after the earliest lease expiry it saw, so a dead loop's shard
+// is taken over within moments of its lease lapsing.
 //
 // The first pass of a subscription generation records the subscription's
 // start position on the rows of the shards it opens with (lease.SetStart);
