@@ -352,6 +352,117 @@ var conformanceCases = []struct {
 		}
 		must(t, s.Delete(ctx, stream, "never-existed"))
 	}},
+	{"ResetRefusedWhileHeldUnlessForced", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		_, err := s.SetStart(ctx, stream, "s1", "timestamp:1", "g1")
+		must(t, err)
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100"))
+		_, err = s.Reset(ctx, stream, "s1", "horizon", false)
+		if !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("unforced reset of a live lease: err = %v, want ErrHeld", err)
+		}
+		var ce *lease.ConflictError
+		if !errors.As(err, &ce) || ce.Op != "reset" || ce.Current == nil || ce.Current.Owner != "A" {
+			t.Fatalf("err = %#v, want a *ConflictError for reset naming owner A", err)
+		}
+		got, _ := s.Get(ctx, stream, "s1")
+		if got.Owner != "A" || got.Start != "timestamp:1" || !got.StartApplied {
+			t.Fatalf("row after a refused reset = %+v, want it unchanged", got)
+		}
+		l, err := s.Reset(ctx, stream, "s1", "horizon", true)
+		must(t, err)
+		if l.Owner != "" || l.Start != "horizon" || l.StartApplied || l.Generation != "g1" || l.Checkpoint != "100" {
+			t.Fatalf("forced reset = %+v, want no owner, start horizon not applied, generation g1 and checkpoint kept", l)
+		}
+		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew by the holder after a forced reset: err = %v, want ErrNotOwner", err)
+		}
+		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "101"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("checkpoint by the holder after a forced reset: err = %v, want ErrNotOwner", err)
+		}
+		if ok, _ := s.SetStart(ctx, stream, "s1", "latest", "g1"); ok {
+			t.Fatal("SetStart of the same generation overwrote the reset")
+		}
+		got, _ = s.Get(ctx, stream, "s1")
+		if got.Start != "horizon" || got.StartApplied {
+			t.Fatalf("row after reset = %+v", got)
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "B"))
+		l, err = s.Checkpoint(ctx, stream, "s1", "B", "5")
+		must(t, err)
+		if !l.StartApplied {
+			t.Fatal("the first checkpoint after a reset did not mark it applied")
+		}
+	}},
+	{"ResetOfReleasedOrExpiredLeaseNeedsNoForce", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		must(t, s.Release(ctx, stream, "s1", "A"))
+		l, err := s.Reset(ctx, stream, "s1", "latest", false)
+		must(t, err)
+		if l.Start != "latest" || l.StartApplied {
+			t.Fatalf("reset of a released row = %+v", l)
+		}
+		noErr(t)(s.Take(ctx, stream, "s2", "A"))
+		clock.Advance(lease.DefaultDuration)
+		l, err = s.Reset(ctx, stream, "s2", "sequence:s2:42", false)
+		must(t, err)
+		if l.Owner != "" || l.Start != "sequence:s2:42" {
+			t.Fatalf("reset of an expired row = %+v, want owner cleared", l)
+		}
+	}},
+	{"ResetOfMissingRowIsNotFound", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		for _, force := range []bool{false, true} {
+			_, err := s.Reset(ctx, stream, "nope", "horizon", force)
+			if !errors.Is(err, lease.ErrNotFound) {
+				t.Fatalf("reset (force %v) of a missing row: err = %v, want ErrNotFound", force, err)
+			}
+		}
+		if _, err := s.Get(ctx, stream, "nope"); !errors.Is(err, lease.ErrNotFound) {
+			t.Fatalf("reset created a row: get err = %v", err)
+		}
+		if _, err := s.Reset(ctx, stream, "s1", "", true); !errors.Is(err, lease.ErrInvalid) {
+			t.Fatalf("reset to an empty position: err = %v, want ErrInvalid", err)
+		}
+	}},
+	{"CheckpointWithLagRecordsLagUntilTheNext", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		lc, ok := s.(lease.LagCheckpointer)
+		if !ok {
+			t.Fatalf("%T is not a LagCheckpointer", s)
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		got, _ := s.Get(ctx, stream, "s1")
+		if !got.LagAt.IsZero() {
+			t.Fatalf("fresh row has lag recorded at %v", got.LagAt)
+		}
+		l, err := lc.CheckpointWithLag(ctx, stream, "s1", "A", "10", 1234)
+		must(t, err)
+		if l.Checkpoint != "10" || l.MillisBehind != 1234 || !l.LagAt.Equal(clock.Now()) || !l.StartApplied {
+			t.Fatalf("checkpoint with lag = %+v", l)
+		}
+		clock.Advance(time.Second)
+		noErr(t)(lc.CheckpointWithLag(ctx, stream, "s1", "A", "11", 0))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "12"))
+		got, err = s.Get(ctx, stream, "s1")
+		must(t, err)
+		if got.Checkpoint != "12" || got.MillisBehind != 0 || !got.LagAt.Equal(clock.Now()) {
+			t.Fatalf("after lag 0 and a plain checkpoint = %+v, want lag 0 recorded at now", got)
+		}
+		if _, err := lc.CheckpointWithLag(ctx, stream, "s1", "B", "13", 5); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("checkpoint with lag by B: err = %v, want ErrNotOwner", err)
+		}
+	}},
+	{"WithLagWritesTheLagOfTheShard", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		ws := lease.WithLag(s, func(st, shard string) (int64, bool) { return 700, st == stream && shard == "s1" })
+		noErr(t)(ws.Take(ctx, stream, "s1", "A"))
+		noErr(t)(ws.Take(ctx, stream, "s2", "A"))
+		noErr(t)(ws.Checkpoint(ctx, stream, "s1", "A", "1"))
+		noErr(t)(ws.Checkpoint(ctx, stream, "s2", "A", "1"))
+		rows, err := ws.List(ctx, stream)
+		must(t, err)
+		if len(rows) != 2 || rows[0].MillisBehind != 700 || rows[0].LagAt.IsZero() || !rows[1].LagAt.IsZero() {
+			t.Fatalf("rows = %+v, want lag 700 on s1 only", rows)
+		}
+	}},
 }
 
 func must(t *testing.T, err error) {

@@ -9,6 +9,12 @@
 //   - Renew, Checkpoint and Release succeed only while the row names this
 //     owner; otherwise they fail with ErrNotOwner. A reader that gets
 //     ErrNotOwner has lost its shard and must stop without writing again.
+//   - Reset is the operator's write (shardloop reset): it moves where the
+//     shard opens next and clears the owner, refused with ErrHeld while a
+//     live owner holds the row unless forced.
+//
+// WithLag wraps a store so that each checkpoint also records how far behind
+// the tip the reader was (MillisBehind, LagAt), which shardloop status shows.
 //
 // Rows are keyed by stream name and shard id together, because shard ids
 // repeat across streams. Stream names, never ARNs, go into the key.

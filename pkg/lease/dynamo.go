@@ -26,6 +26,8 @@ const (
 	attrStart        = "start_position"
 	attrGeneration   = "generation"
 	attrStartApplied = "start_applied"
+	attrMillisBehind = "lease_millis_behind"
+	attrLagAt        = "lease_lag_at" // epoch milliseconds
 )
 
 // batchGetLimit is DynamoDB's limit of keys per BatchGetItem request.
@@ -51,7 +53,10 @@ type DynamoStore struct {
 	opts   Options
 }
 
-var _ Store = (*DynamoStore)(nil)
+var (
+	_ Store           = (*DynamoStore)(nil)
+	_ LagCheckpointer = (*DynamoStore)(nil)
+)
 
 // NewDynamoStore returns a store over table, which must exist (see CreateTable).
 func NewDynamoStore(client DynamoAPI, table string, optFns ...func(*Options)) (*DynamoStore, error) {
@@ -85,6 +90,8 @@ type row struct {
 	Start        string   `dynamodbav:"start_position,omitempty"`
 	Generation   string   `dynamodbav:"generation,omitempty"`
 	StartApplied bool     `dynamodbav:"start_applied,omitempty"`
+	MillisBehind int64    `dynamodbav:"lease_millis_behind,omitempty"`
+	LagAt        int64    `dynamodbav:"lease_lag_at,omitempty"`
 }
 
 func decode(item map[string]types.AttributeValue) (Lease, error) {
@@ -96,9 +103,13 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 		Stream: r.Stream, ShardID: r.ShardID, Owner: r.Owner, Counter: r.Counter,
 		Checkpoint: r.Checkpoint, ParentShardIDs: r.Parents,
 		Start: r.Start, Generation: r.Generation, StartApplied: r.StartApplied,
+		MillisBehind: r.MillisBehind,
 	}
 	if r.Expiry != 0 {
 		l.Expiry = time.UnixMilli(r.Expiry)
+	}
+	if r.LagAt != 0 {
+		l.LagAt = time.UnixMilli(r.LagAt)
 	}
 	return l, nil
 }
@@ -202,8 +213,30 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, stream, shardID, owner, se
 	if err := checkSeq(seq); err != nil {
 		return Lease{}, err
 	}
+	return s.checkpoint(ctx, stream, shardID, owner, seq, nil)
+}
+
+// CheckpointWithLag implements LagCheckpointer.
+func (s *DynamoStore) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	if err := checkLag(millisBehind); err != nil {
+		return Lease{}, err
+	}
+	return s.checkpoint(ctx, stream, shardID, owner, seq, &millisBehind)
+}
+
+func (s *DynamoStore) checkpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
 	upd := expression.Set(expression.Name(attrCheckpoint), expression.Value(seq)).
 		Set(expression.Name(attrStartApplied), expression.Value(true))
+	if millisBehind != nil {
+		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*millisBehind)).
+			Set(expression.Name(attrLagAt), expression.Value(ms(s.opts.Clock())))
+	}
 	out, err := s.update(ctx, "checkpoint", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err
@@ -361,6 +394,42 @@ func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string) error 
 		return conflict(err, "delete", Key(stream, shardID), "", ErrHeld)
 	}
 	return nil
+}
+
+// Reset implements Store. A refused condition is told apart (no row, or a
+// live owner) by reading the row again, since not every DynamoDB
+// implementation returns the old item with the failure.
+func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error) {
+	if err := checkReset(stream, shardID, start); err != nil {
+		return Lease{}, err
+	}
+	cond := expression.AttributeExists(expression.Name(attrKey))
+	if !force {
+		cond = cond.And(expression.Or(
+			expression.AttributeNotExists(expression.Name(attrOwner)),
+			expression.Name(attrExpiry).LessThanEqual(expression.Value(ms(s.opts.Clock()))),
+		))
+	}
+	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
+		Set(expression.Name(attrStartApplied), expression.Value(false)).
+		Remove(expression.Name(attrOwner)).
+		Remove(expression.Name(attrExpiry))
+	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllNew)
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		cur, gerr := s.Get(ctx, stream, shardID)
+		switch {
+		case errors.Is(gerr, ErrNotFound):
+			return Lease{}, fmt.Errorf("reset %s: %w", Key(stream, shardID), ErrNotFound)
+		case gerr == nil:
+			ce.Current = &cur
+		}
+		return Lease{}, ce
+	}
+	if err != nil {
+		return Lease{}, err
+	}
+	return decode(out.Attributes)
 }
 
 func backoff(attempt int) time.Duration {

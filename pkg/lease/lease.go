@@ -47,6 +47,13 @@ type Lease struct {
 	Start        string
 	Generation   string
 	StartApplied bool
+	// MillisBehind is how far behind the tip of its shard the holder's
+	// reader was (GetRecords' MillisBehindLatest) when it wrote a checkpoint
+	// through a LagCheckpointer; LagAt is when, zero when never recorded.
+	// Both are as of the last checkpoint that carried them: a reader that
+	// is stuck writes none, so read them together with LagAt.
+	MillisBehind int64
+	LagAt        time.Time
 }
 
 // Key returns the row's key, "<stream>:<shard>".
@@ -91,6 +98,48 @@ type Store interface {
 	// Delete removes a row nobody holds (released or expired), for shards
 	// gone from the stream; it fails with ErrHeld while a live owner holds it.
 	Delete(ctx context.Context, stream, shardID string) error
+	// Reset moves a shard's reading position by an operator, not an owner:
+	// it records start (a position in the reader's text form) as the row's
+	// start, not yet applied, so the next reader opens there whatever the
+	// checkpoint says, and it clears the owner so a holder stops at its next
+	// renewal or checkpoint. It keeps the row's generation, so a coordinator
+	// does not take the reset for a new subscription. It fails with
+	// ErrNotFound when the shard has no row, and with ErrHeld while a live
+	// owner holds the row unless force is set.
+	Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error)
+}
+
+// LagCheckpointer is a Store that can record the reader's lag in the same
+// conditional write as a checkpoint. MemoryStore and DynamoStore are.
+type LagCheckpointer interface {
+	// CheckpointWithLag is Checkpoint that also sets MillisBehind and LagAt.
+	CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error)
+}
+
+// WithLag returns s with a Checkpoint that also records lag(stream,
+// shardID), when lag knows it and s is a LagCheckpointer; every other
+// method is s's own. lag must be fast and safe for concurrent use (for
+// example metrics.Recorder.Lag, fed by the reader's MillisBehindLatest
+// hook, which runs before the batch it read is delivered and checkpointed).
+func WithLag(s Store, lag func(stream, shardID string) (millis int64, ok bool)) Store {
+	lc, ok := s.(LagCheckpointer)
+	if !ok || lag == nil {
+		return s
+	}
+	return lagStore{Store: s, lc: lc, lag: lag}
+}
+
+type lagStore struct {
+	Store
+	lc  LagCheckpointer
+	lag func(stream, shardID string) (int64, bool)
+}
+
+func (s lagStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
+	if ms, ok := s.lag(stream, shardID); ok {
+		return s.lc.CheckpointWithLag(ctx, stream, shardID, owner, seq, ms)
+	}
+	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
 
 // TakeOption adds attributes written together with a take.
@@ -152,7 +201,7 @@ func (o Options) validate() error {
 // Sentinel errors; match them with errors.Is through any wrapping.
 var (
 	// ErrHeld: a take refused because another owner's lease is live (or a
-	// delete refused because someone holds the row).
+	// delete or unforced reset refused because someone holds the row).
 	ErrHeld = errors.New("lease held by another owner")
 	// ErrNotOwner: a renew, checkpoint or release refused because this owner
 	// no longer holds the row.
@@ -167,7 +216,7 @@ var (
 // ErrNotOwner with errors.Is. Current is the row as the store saw it when
 // the store could tell without another read, else nil.
 type ConflictError struct {
-	Op      string // "take", "renew", "checkpoint", "release", "delete"
+	Op      string // "take", "renew", "checkpoint", "release", "delete", "reset"
 	Key     string
 	Owner   string // the caller's owner id
 	Current *Lease
@@ -263,6 +312,23 @@ func checkStart(stream, shardID, start, generation string) error {
 	}
 	if generation == "" {
 		return &InvalidError{Field: "generation", Value: generation, Want: "a non-empty generation"}
+	}
+	return nil
+}
+
+func checkReset(stream, shardID, start string) error {
+	if err := checkKey(stream, shardID); err != nil {
+		return err
+	}
+	if start == "" {
+		return &InvalidError{Field: "start", Value: start, Want: "a position to reset to"}
+	}
+	return nil
+}
+
+func checkLag(ms int64) error {
+	if ms < 0 {
+		return &InvalidError{Field: "millis behind", Value: fmt.Sprint(ms), Want: "a non-negative number of milliseconds"}
 	}
 	return nil
 }

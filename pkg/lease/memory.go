@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -15,7 +16,10 @@ type MemoryStore struct {
 	rows map[string]Lease
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store           = (*MemoryStore)(nil)
+	_ LagCheckpointer = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore(optFns ...func(*Options)) (*MemoryStore, error) {
@@ -112,6 +116,24 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, se
 	return m.update(ctx, "checkpoint", stream, shardID, owner, func(l *Lease) {
 		l.Checkpoint = seq
 		l.StartApplied = true
+	})
+}
+
+// CheckpointWithLag implements LagCheckpointer.
+func (m *MemoryStore) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	if err := checkLag(millisBehind); err != nil {
+		return Lease{}, err
+	}
+	return m.update(ctx, "checkpoint", stream, shardID, owner, func(l *Lease) {
+		l.Checkpoint = seq
+		l.StartApplied = true
+		l.MillisBehind, l.LagAt = millisBehind, time.UnixMilli(m.opts.Clock().UnixMilli())
 	})
 }
 
@@ -223,4 +245,29 @@ func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string) error 
 	}
 	delete(m.rows, key)
 	return nil
+}
+
+// Reset implements Store.
+func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error) {
+	if err := checkReset(stream, shardID, start); err != nil {
+		return Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := Key(stream, shardID)
+	l, ok := m.rows[key]
+	if !ok {
+		return Lease{}, fmt.Errorf("reset %s: %w", key, ErrNotFound)
+	}
+	if !force && l.HeldAt(m.opts.Clock()) {
+		cur := clone(l)
+		return Lease{}, &ConflictError{Op: "reset", Key: key, Current: &cur, Err: ErrHeld}
+	}
+	l.Start, l.StartApplied = start, false
+	l.Owner, l.Expiry = "", time.Time{}
+	m.rows[key] = l
+	return clone(l), nil
 }
