@@ -34,7 +34,16 @@ type Kind string
 const (
 	Kinesis  Kind = "kinesis-local"
 	DynamoDB Kind = "dynalite"
+	// Moto is moto_server (Python), which serves Kinesis and DynamoDB, among
+	// others, on one port. It is faster than kinesis-local in bulk and is
+	// used for volume runs (`make bench`); it is not an npm package: install
+	// it with `pip install "moto[server]"`.
+	Moto Kind = "moto"
 )
+
+// ErrMotoNotInstalled reports that moto_server is not on PATH. Its message
+// names the command that installs it.
+var ErrMotoNotInstalled = errors.New(`moto_server is not installed: run pip install "moto[server]" (Python 3.9+), then make sure moto_server is on PATH`)
 
 // Options tune a started emulator. The zero value is usable.
 type Options struct {
@@ -81,6 +90,9 @@ func FindDir() (string, error) {
 
 // Start launches one emulator and waits until it answers.
 func Start(ctx context.Context, kind Kind, opts Options) (*Process, error) {
+	if kind == Moto {
+		return startMoto(ctx, opts)
+	}
 	dir := opts.Dir
 	if dir == "" {
 		var err error
@@ -247,4 +259,41 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// startMoto launches moto_server on a free loopback port. opts.Dir is not
+// used; opts.Env, LogPath and ReadyTimeout are.
+func startMoto(ctx context.Context, opts Options) (*Process, error) {
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 60 * time.Second
+	}
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", Moto, ErrMotoNotInstalled)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Kind: Moto, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(ports[0]))
+	p.cmd.Env = append(os.Environ(), opts.Env...)
+	if opts.LogPath != "" {
+		f, err := os.Create(opts.LogPath)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: log: %w", Moto, err)
+		}
+		defer f.Close() // the child holds its own descriptor
+		p.cmd.Stdout, p.cmd.Stderr = f, f
+	}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := startLocked(p.cmd); err != nil {
+		return nil, fmt.Errorf("start %s: %w", Moto, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	if err := p.waitReady(ctx, "/moto-api/", opts.ReadyTimeout); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("start %s: %w", Moto, err)
+	}
+	return p, nil
 }

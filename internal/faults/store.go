@@ -1,0 +1,82 @@
+package faults
+
+import (
+	"context"
+	"errors"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+// StoreRates are the shares of lease writes (Take, Renew, Checkpoint,
+// Release) that fail. Reads, SetStart and Delete always go through.
+type StoreRates struct {
+	// Before: the write is not made and the caller gets an error, as on a
+	// network failure before the request left.
+	Before float64
+	// After: the write is made, then its answer is lost: the caller gets an
+	// error although the row changed (a take it thinks failed, a checkpoint
+	// written twice).
+	After float64
+}
+
+// Store wraps a lease.Store and makes lease writes fail. Methods it does not
+// override pass through to the embedded store.
+type Store struct {
+	lease.Store
+	Rates StoreRates
+	In    *Injector
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// Counter names of lease store faults.
+const (
+	StoreBefore = "lease.write_failed"
+	StoreAfter  = "lease.answer_lost"
+)
+
+// errUnavailable is the cause of an injected store failure: neither
+// ErrHeld nor ErrNotOwner, so callers treat it as a transient error.
+var errUnavailable = errors.New("lease store unavailable")
+
+// fail decides the fate of one write; do makes it.
+func (s *Store) fail(op string, do func() error) error {
+	switch s.In.pick(s.Rates.Before, s.Rates.After) {
+	case 0:
+		s.In.count(StoreBefore)
+		return &Error{Op: "lease." + op, Kind: StoreBefore, Err: errUnavailable}
+	case 1:
+		if err := do(); err != nil {
+			return err
+		}
+		s.In.count(StoreAfter)
+		return &Error{Op: "lease." + op, Kind: StoreAfter, After: true, Err: errUnavailable}
+	}
+	return do()
+}
+
+// Take implements lease.Store.
+func (s *Store) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	var l lease.Lease
+	err := s.fail("Take", func() (err error) { l, err = s.Store.Take(ctx, stream, shardID, owner, opts...); return err })
+	return l, err
+}
+
+// Renew implements lease.Store.
+func (s *Store) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	var l lease.Lease
+	err := s.fail("Renew", func() (err error) { l, err = s.Store.Renew(ctx, stream, shardID, owner); return err })
+	return l, err
+}
+
+// Checkpoint implements lease.Store.
+func (s *Store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	var l lease.Lease
+	err := s.fail("Checkpoint", func() (err error) { l, err = s.Store.Checkpoint(ctx, stream, shardID, owner, seq); return err })
+	return l, err
+}
+
+// Release implements lease.Store.
+func (s *Store) Release(ctx context.Context, stream, shardID, owner string) error {
+	return s.fail("Release", func() error { return s.Store.Release(ctx, stream, shardID, owner) })
+}
