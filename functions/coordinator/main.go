@@ -37,5 +37,5 @@ func setup(log *slog.Logger) (*handlers.Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return handlers.NewCoordinator(env, cfg, log)
+	return handlers.NewCoordinator(env, cfg, log, handlers.WithMetrics(os.Stdout))
 }

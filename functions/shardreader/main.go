@@ -35,5 +35,5 @@ func setup(log *slog.Logger) (*handlers.ShardReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return handlers.NewShardReader(env, cfg, log)
+	return handlers.NewShardReader(env, cfg, log, handlers.WithMetrics(os.Stdout))
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -20,22 +21,49 @@ import (
 	"github.com/shardloop/shardloop/internal/lambdaenv"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/metrics"
 	"github.com/shardloop/shardloop/pkg/reader"
 )
 
+// Option configures a handler.
+type Option func(*options)
+
+type options struct {
+	metrics io.Writer
+}
+
+// WithMetrics writes the handler's CloudWatch EMF metric lines to w: stdout
+// on Lambda. Without it the metrics are gathered and dropped (the reader's
+// lag is still recorded on the lease rows).
+func WithMetrics(w io.Writer) Option { return func(o *options) { o.metrics = w } }
+
+func newRecorder(log *slog.Logger, optFns []Option) (*metrics.Recorder, error) {
+	o := options{metrics: io.Discard}
+	for _, f := range optFns {
+		f(&o)
+	}
+	return metrics.New(o.metrics, func(mo *metrics.Options) { mo.Logger = log })
+}
+
 // ShardReader runs one bounded reader run per invocation.
 type ShardReader struct {
-	opts reader.Options
+	opts    reader.Options
+	metrics *metrics.Recorder
 }
 
 // NewShardReader builds the SDK clients once, at cold start. Every client
 // honours AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> through cfg.
-func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger) (*ShardReader, error) {
-	lc := lambda.NewFromConfig(cfg)
-	store, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), env.Table)
+func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optFns ...Option) (*ShardReader, error) {
+	rec, err := newRecorder(log, optFns)
 	if err != nil {
 		return nil, err
 	}
+	lc := lambda.NewFromConfig(cfg)
+	dynamo, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), env.Table)
+	if err != nil {
+		return nil, err
+	}
+	store := lease.WithLag(dynamo, rec.Lag)
 	target, err := reader.NewLambdaTarget(lc, env.Target, func(o *reader.LambdaOptions) { o.Region = cfg.Region })
 	if err != nil {
 		return nil, err
@@ -48,12 +76,13 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger) (*Sh
 		PollInterval:  env.PollInterval,
 		RunLength:     env.RunLength,
 		MaxIterations: env.MaxIterations,
+		Hooks:         rec,
 		Logger:        log,
 	}
 	if env.Coordinator != "" {
 		opts.Nudge = NudgeFunc(lc, env.Coordinator, log)
 	}
-	return &ShardReader{opts: opts}, nil
+	return &ShardReader{opts: opts, metrics: rec}, nil
 }
 
 // Handle runs one iteration of the shard loop: the state in, the next state out.
@@ -63,6 +92,7 @@ func (h *ShardReader) Handle(ctx context.Context, st reader.State) (reader.State
 	if st.ContinueAsNew {
 		st.Iteration = 0
 	}
+	defer h.metrics.Flush() // before Lambda freezes the process
 	return reader.Run(ctx, h.opts, st)
 }
 
@@ -97,17 +127,22 @@ func NudgeFunc(client InvokeAPI, coordinatorFn string, log *slog.Logger) func(co
 // Coordinator runs the coordinator: a relisting window on the schedule, one
 // pass on a nudge.
 type Coordinator struct {
-	c      *coordinator.Coordinator
-	window time.Duration
+	c       *coordinator.Coordinator
+	window  time.Duration
+	metrics *metrics.Recorder
 }
 
 // NewCoordinator builds the SDK clients once, at cold start.
-func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger) (*Coordinator, error) {
+func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger, optFns ...Option) (*Coordinator, error) {
+	rec, err := newRecorder(log, optFns)
+	if err != nil {
+		return nil, err
+	}
 	store, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), env.Table)
 	if err != nil {
 		return nil, err
 	}
-	starter := coordinator.SFNStarter{Client: sfn.NewFromConfig(cfg), StateMachineARN: env.StateMachineARN}
+	starter := CountingStarter(coordinator.SFNStarter{Client: sfn.NewFromConfig(cfg), StateMachineARN: env.StateMachineARN}, rec)
 	c, err := coordinator.New(coordinator.Config{
 		Subscriptions: []coordinator.Subscription{{Stream: env.Stream, Start: env.Start, CreateShards: env.CreateShards}},
 		Logger:        log,
@@ -115,12 +150,27 @@ func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return &Coordinator{c: c, window: env.Window}, nil
+	return &Coordinator{c: c, window: env.Window, metrics: rec}, nil
+}
+
+// CountingStarter counts LeaseTakes: the coordinator starts a loop right
+// after it took the shard's lease for the loop's owner, so each loop
+// started is one lease taken. A start that fails (the coordinator releases
+// the lease again) is not counted.
+func CountingStarter(s coordinator.Starter, rec *metrics.Recorder) coordinator.Starter {
+	return coordinator.StarterFunc(func(ctx context.Context, loop coordinator.Loop) error {
+		if err := s.Start(ctx, loop); err != nil {
+			return err
+		}
+		rec.LeaseTaken(loop.Stream, loop.ShardID)
+		return nil
+	})
 }
 
 // Handle runs one pass for a nudge and a relisting window for anything else
 // (the EventBridge schedule).
 func (h *Coordinator) Handle(ctx context.Context, event json.RawMessage) error {
+	defer h.metrics.Flush() // before Lambda freezes the process
 	var ev NudgeEvent
 	_ = json.Unmarshal(event, &ev) // a scheduled event is not a nudge
 	if ev.Nudge {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,6 +13,8 @@ import (
 	ltypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/shardloop/shardloop/internal/handlers"
+	"github.com/shardloop/shardloop/pkg/coordinator"
+	"github.com/shardloop/shardloop/pkg/metrics"
 )
 
 type invokeFunc func(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
@@ -41,4 +44,37 @@ func TestNudgeFunc_FailureIsOnlyLogged(t *testing.T) {
 		return nil, errors.New("throttled")
 	}), "c", slog.New(slog.DiscardHandler))
 	nudge(t.Context()) // must not panic or block
+}
+
+func TestCountingStarter_CountsLeaseTakesOfStartedLoopsOnly(t *testing.T) {
+	var out strings.Builder
+	rec, err := metrics.New(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := coordinator.StarterFunc(func(_ context.Context, loop coordinator.Loop) error {
+		if loop.ShardID == "bad" {
+			return errors.New("start execution: throttled")
+		}
+		return nil
+	})
+	s := handlers.CountingStarter(inner, rec)
+	for _, id := range []string{"s0", "s0", "s1", "bad"} {
+		_ = s.Start(t.Context(), coordinator.Loop{Stream: "orders", ShardID: id, Owner: "o-" + id})
+	}
+	rec.Flush()
+	got := map[string]float64{}
+	for line := range strings.Lines(out.String()) {
+		var v struct {
+			Shard      string
+			LeaseTakes float64
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got[v.Shard] = v.LeaseTakes
+	}
+	if len(got) != 2 || got["s0"] != 2 || got["s1"] != 1 {
+		t.Fatalf("LeaseTakes by shard = %v, want s0:2 s1:1 and nothing for the failed start", got)
+	}
 }
