@@ -1,0 +1,800 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/internal/faults"
+	"github.com/shardloop/shardloop/pkg/coordinator"
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/runner"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+// Config sizes and paces one chaos run. Zero fields take the defaults in
+// their comments.
+type Config struct {
+	// Kinesis and Dynamo are clients of the emulators (or AWS). The
+	// producer and the resharding use Kinesis directly; the runners read
+	// through a fault-injecting wrapper of it.
+	Kinesis *kinesis.Client
+	Dynamo  *dynamodb.Client
+	// Stream is created with Shards shards (default 4); Table is the lease
+	// table the runners share, created if missing.
+	Stream, Table string
+	Shards        int
+	// Runners is the number of owners sharing the table (default 3).
+	Runners int
+
+	// Records are produced over Produce (default 30 s), on Keys partition
+	// keys (default 32), each DataSize bytes long at least (default 32).
+	// Production goes on past Produce until Records were written.
+	Records  int
+	Produce  time.Duration
+	Keys     int
+	DataSize int
+	// Drain bounds the wait for every record after production ends
+	// (default 60 s).
+	Drain time.Duration
+
+	// KillMin and KillMax bound the random pause between two kills of a
+	// running loop from outside (defaults 2 s and 5 s). MidBatchKill is the
+	// share of batches whose delivery kills its own loop halfway through
+	// (default 0.03). Kills stop when production ends.
+	KillMin, KillMax time.Duration
+	MidBatchKill     float64
+	// NoReshard skips the split (at a third of Produce) and the merge (at
+	// two thirds).
+	NoReshard bool
+
+	// Lease timing of every runner; defaults are lease.DefaultDuration,
+	// lease.DefaultRenewInterval, coordinator.DefaultRelistInterval.
+	Lease, Renew, Relist time.Duration
+	// Reader options of every loop; zero means the reader's default.
+	Poll, RunLength time.Duration
+	BatchSize       int32
+
+	KinesisFaults faults.KinesisRates
+	StoreFaults   faults.StoreRates
+	TargetFaults  faults.TargetRates
+
+	// Seed makes the run's random choices (kills, faults, keys of the
+	// mid-batch kills) reproducible, up to goroutine scheduling.
+	Seed uint64
+	// Logf gets progress lines (default none); Logger the runners' logs
+	// (default discards).
+	Logf   func(format string, args ...any)
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Shards == 0 {
+		c.Shards = 4
+	}
+	if c.Runners == 0 {
+		c.Runners = 3
+	}
+	if c.Keys == 0 {
+		c.Keys = 32
+	}
+	if c.DataSize == 0 {
+		c.DataSize = 32
+	}
+	if c.MidBatchKill == 0 {
+		c.MidBatchKill = 0.03
+	}
+	def(&c.Produce, 30*time.Second)
+	def(&c.Drain, 60*time.Second)
+	def(&c.KillMin, 2*time.Second)
+	def(&c.KillMax, 5*time.Second)
+	def(&c.Lease, lease.DefaultDuration)
+	def(&c.Renew, lease.DefaultRenewInterval)
+	def(&c.Relist, coordinator.DefaultRelistInterval)
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Kinesis == nil || c.Dynamo == nil:
+		return errors.New("chaos: Kinesis and Dynamo clients are required")
+	case c.Stream == "" || c.Table == "":
+		return errors.New("chaos: Stream and Table are required")
+	case c.Records < 1:
+		return errors.New("chaos: Records: want at least 1")
+	case c.Runners < 1 || c.Shards < 1:
+		return errors.New("chaos: Runners and Shards: want at least 1")
+	case c.KillMax < c.KillMin:
+		return errors.New("chaos: KillMax: want at least KillMin")
+	}
+	return nil
+}
+
+// recID names one produced record: its key and its number within the key.
+type recID struct{ key, n int }
+
+// delivery is one settled part of a batch as the target saw it.
+type delivery struct {
+	runner     int
+	ctx        int // id of the reader run's context, resolved to an owner later
+	shard      string
+	start, end time.Time
+	records    int
+}
+
+// Kill is one loop killed during the run.
+type Kill struct {
+	At       time.Time
+	Runner   int
+	Shard    string
+	Owner    string
+	MidBatch bool
+}
+
+// Overlap is a time two owners of one shard both delivered.
+type Overlap struct {
+	Shard  string
+	Owners [2]string
+	Length time.Duration
+}
+
+// Report is what a run found.
+type Report struct {
+	Seed     uint64
+	Produced int
+	// Delivered counts distinct records the target settled; Lost the
+	// produced records it never settled.
+	Delivered, Lost int
+	LostSample      []string
+	// Duplicates counts settled deliveries beyond the first of a record.
+	Duplicates int
+	// OrderViolations counts records whose first delivery came before an
+	// earlier record of the same key had been delivered.
+	OrderViolations int
+	OrderSample     []string
+	// Overlaps lists, per shard and pair of owners, the time both delivered;
+	// MaxOverlap is the longest. Unattributed counts deliveries whose owner
+	// could not be told (a loop killed before its first lease write).
+	Overlaps     []Overlap
+	MaxOverlap   time.Duration
+	Unattributed int
+	Lease        time.Duration
+
+	Kills       []Kill
+	Faults      map[string]int64
+	Owners      int // distinct owners that delivered
+	Loops       int // loops started by all runners
+	Split       string
+	Merged      [2]string
+	Elapsed     time.Duration
+	DrainTook   time.Duration
+	ByShard     map[string]int // settled records per shard, duplicates included
+	Deliveries  int
+	ProduceTook time.Duration
+}
+
+// DuplicateRatio is Duplicates over Produced.
+func (r Report) DuplicateRatio() float64 {
+	if r.Produced == 0 {
+		return 0
+	}
+	return float64(r.Duplicates) / float64(r.Produced)
+}
+
+// Problems lists what breaks the promise: lost records, broken per-key
+// order, and owners of one shard delivering together for longer than a
+// lease.
+func (r Report) Problems() []string {
+	var p []string
+	if r.Lost > 0 {
+		p = append(p, fmt.Sprintf("%d of %d records lost, e.g. %s", r.Lost, r.Produced, strings.Join(r.LostSample, " ")))
+	}
+	if r.OrderViolations > 0 {
+		p = append(p, fmt.Sprintf("per-key order broken %d times, e.g. %s", r.OrderViolations, strings.Join(r.OrderSample, "; ")))
+	}
+	for _, o := range r.Overlaps {
+		if o.Length > r.Lease {
+			p = append(p, fmt.Sprintf("shard %s delivered by %s and %s together for %s, more than one lease (%s)", o.Shard, o.Owners[0], o.Owners[1], o.Length.Round(time.Millisecond), r.Lease))
+		}
+	}
+	return p
+}
+
+// Summary is a one-paragraph account of the run.
+func (r Report) Summary() string {
+	mid := 0
+	for _, k := range r.Kills {
+		if k.MidBatch {
+			mid++
+		}
+	}
+	var fs []string
+	for _, k := range slices.Sorted(mapsKeys(r.Faults)) {
+		fs = append(fs, fmt.Sprintf("%s=%d", k, r.Faults[k]))
+	}
+	return fmt.Sprintf("seed %d: produced %d in %s, delivered %d unique (%d duplicates, ratio %.4f), lost %d, per-key order violations %d; "+
+		"%d kills (%d mid-batch), split %s, merged %s+%s; %d loops, %d owners delivered, %d deliveries; max two-owner overlap %s (lease %s), %d unattributed deliveries; "+
+		"faults %s; drain %s, total %s",
+		r.Seed, r.Produced, r.ProduceTook.Round(time.Second), r.Delivered, r.Duplicates, r.DuplicateRatio(), r.Lost, r.OrderViolations,
+		len(r.Kills), mid, r.Split, r.Merged[0], r.Merged[1], r.Loops, r.Owners, r.Deliveries, r.MaxOverlap.Round(time.Millisecond), r.Lease, r.Unattributed,
+		strings.Join(fs, " "), r.DrainTook.Round(100*time.Millisecond), r.Elapsed.Round(time.Second))
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// harness is one run's shared state.
+type harness struct {
+	cfg     Config
+	runners []*runner.Runner
+	in      *faults.Injector
+
+	mu          sync.Mutex
+	rng         *rand.Rand
+	produced    []int // per key: records 0..n-1 are in the stream
+	total       int
+	seen        map[recID]int
+	next        []int // per key: the next record expected first
+	dups        int
+	orderBad    int
+	orderSample []string
+	deliveries  []delivery
+	ctxIDs      map[context.Context]int
+	ctxOwner    map[int]string
+	kills       []Kill
+	killing     bool
+}
+
+// Run runs one chaos run and reports what the target received. Its error
+// is for a run that could not be carried out (emulators failing, a stream
+// that cannot be created); lost or reordered records are in the Report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	began := time.Now()
+	h := &harness{
+		cfg:      cfg,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 1)),
+		in:       faults.NewInjector(cfg.Seed + 1),
+		produced: make([]int, cfg.Keys),
+		next:     make([]int, cfg.Keys),
+		seen:     map[recID]int{},
+		ctxIDs:   map[context.Context]int{},
+		ctxOwner: map[int]string{},
+		killing:  true,
+	}
+	rep := Report{Seed: cfg.Seed, Lease: cfg.Lease}
+
+	if err := lease.CreateTable(ctx, cfg.Dynamo, cfg.Table); err != nil {
+		return rep, fmt.Errorf("chaos: lease table: %w", err)
+	}
+	if _, err := shards.CreateIfMissing(ctx, cfg.Kinesis, cfg.Stream, cfg.Shards); err != nil {
+		return rep, fmt.Errorf("chaos: stream: %w", err)
+	}
+	kin := &faults.Kinesis{API: cfg.Kinesis, Rates: cfg.KinesisFaults, In: h.in}
+	for i := range cfg.Runners {
+		ds, err := lease.NewDynamoStore(cfg.Dynamo, cfg.Table, func(o *lease.Options) { o.Duration = cfg.Lease })
+		if err != nil {
+			return rep, err
+		}
+		r, err := runner.New(runner.Options{
+			Subscriptions: []coordinator.Subscription{{Stream: cfg.Stream, Start: "horizon"}},
+			Store:         &tap{Store: &faults.Store{Store: ds, Rates: cfg.StoreFaults, In: h.in}, h: h},
+			Kinesis:       kin,
+			Reader: reader.Options{
+				Target:        &faults.Target{Target: h.sink(i), Rates: cfg.TargetFaults, In: h.in},
+				BatchSize:     cfg.BatchSize,
+				PollInterval:  cfg.Poll,
+				RunLength:     cfg.RunLength,
+				RenewInterval: cfg.Renew,
+				LeaseDuration: cfg.Lease,
+				Logger:        cfg.Logger.With("runner", i),
+			},
+			RelistInterval: cfg.Relist,
+			Logger:         cfg.Logger.With("runner", i),
+		})
+		if err != nil {
+			return rep, err
+		}
+		h.runners = append(h.runners, r)
+	}
+
+	runCtx, stopRunners := context.WithCancel(ctx)
+	defer stopRunners()
+	var runWG sync.WaitGroup
+	for _, r := range h.runners {
+		runWG.Go(func() { _ = r.Run(runCtx) })
+	}
+
+	prodCtx, stopChaos := context.WithCancel(runCtx)
+	defer stopChaos()
+	var chaosWG sync.WaitGroup
+	chaosWG.Go(func() { h.killLoops(prodCtx) })
+	if !cfg.NoReshard {
+		chaosWG.Go(func() { h.reshard(prodCtx, began, &rep) })
+	}
+	progress := time.NewTicker(5 * time.Second)
+	defer progress.Stop()
+	prodDone := make(chan error, 1)
+	go func() { prodDone <- h.produce(runCtx) }()
+
+	var prodErr error
+wait:
+	for {
+		select {
+		case prodErr = <-prodDone:
+			break wait
+		case <-progress.C:
+			h.progress(began)
+		}
+	}
+	rep.ProduceTook = time.Since(began)
+	stopChaos()
+	chaosWG.Wait()
+	h.mu.Lock()
+	h.killing = false
+	h.mu.Unlock()
+	if prodErr != nil {
+		stopRunners()
+		runWG.Wait()
+		return rep, prodErr
+	}
+	cfg.Logf("chaos: production done (%d records in %s); kills stopped, faults go on; draining", h.producedTotal(), rep.ProduceTook.Round(time.Second))
+
+	drainStart := time.Now()
+	drainEnd := time.NewTimer(cfg.Drain)
+	defer drainEnd.Stop()
+	check := time.NewTicker(200 * time.Millisecond)
+	defer check.Stop()
+drain:
+	for !h.drained() {
+		select {
+		case <-ctx.Done():
+			break drain
+		case <-drainEnd.C:
+			cfg.Logf("chaos: drain timed out after %s", cfg.Drain)
+			break drain
+		case <-progress.C:
+			h.progress(began)
+		case <-check.C:
+		}
+	}
+	rep.DrainTook = time.Since(drainStart)
+	stopRunners()
+	runWG.Wait()
+	for _, r := range h.runners {
+		rep.Loops += len(r.Loops())
+	}
+	h.analyze(&rep)
+	rep.Faults = h.in.Counts()
+	rep.Elapsed = time.Since(began)
+	return rep, ctx.Err()
+}
+
+func (h *harness) producedTotal() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
+}
+
+func (h *harness) drained() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.seen) >= h.total
+}
+
+func (h *harness) progress(began time.Time) {
+	h.mu.Lock()
+	total, uniq, dups, kills := h.total, len(h.seen), h.dups, len(h.kills)
+	h.mu.Unlock()
+	h.cfg.Logf("chaos %5.1fs: produced %d, delivered %d unique (%d dup), %d kills, %d faults",
+		time.Since(began).Seconds(), total, uniq, dups, kills, h.in.Total())
+}
+
+// produce writes Records records, paced over Produce, each key at most once
+// per request; a request is retried (its failed entries) until all of it is
+// in, so each key's records are in the stream in the order of their number.
+func (h *harness) produce(ctx context.Context) error {
+	const tick = 100 * time.Millisecond
+	cfg := h.cfg
+	per := max(1, int(float64(cfg.Records)*tick.Seconds()/cfg.Produce.Seconds()))
+	per = min(per, cfg.Keys, 500)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	k := 0
+	pad := strings.Repeat("x", max(0, cfg.DataSize-16))
+	for h.producedTotal() < cfg.Records {
+		n := min(per, cfg.Records-h.producedTotal())
+		entries := make([]ktypes.PutRecordsRequestEntry, 0, n)
+		h.mu.Lock()
+		for range n {
+			entries = append(entries, ktypes.PutRecordsRequestEntry{
+				PartitionKey: aws.String("key-" + strconv.Itoa(k)),
+				Data:         fmt.Appendf(nil, "%d:%d:%s", k, h.produced[k], pad),
+			})
+			k = (k + 1) % cfg.Keys
+		}
+		h.mu.Unlock()
+		if err := h.put(ctx, entries); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		for _, e := range entries {
+			id, _ := parse(e.Data)
+			h.produced[id.key]++
+			h.total++
+		}
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func (h *harness) put(ctx context.Context, entries []ktypes.PutRecordsRequestEntry) error {
+	for attempt := 0; len(entries) > 0; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second)):
+			}
+		}
+		if attempt > 50 {
+			return fmt.Errorf("chaos: produce: %d records still refused after %d attempts", len(entries), attempt)
+		}
+		out, err := h.cfg.Kinesis.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(h.cfg.Stream), Records: entries})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			h.cfg.Logf("chaos: put failed, retrying: %v", err)
+			continue
+		}
+		var again []ktypes.PutRecordsRequestEntry
+		for i, r := range out.Records {
+			if r.ErrorCode != nil {
+				again = append(again, entries[i])
+			}
+		}
+		entries = again
+	}
+	return nil
+}
+
+func parse(data []byte) (recID, bool) {
+	k, rest, ok := strings.Cut(string(data), ":")
+	if !ok {
+		return recID{}, false
+	}
+	n, _, ok := strings.Cut(rest, ":")
+	if !ok {
+		return recID{}, false
+	}
+	ki, err1 := strconv.Atoi(k)
+	ni, err2 := strconv.Atoi(n)
+	return recID{ki, ni}, err1 == nil && err2 == nil
+}
+
+var errKilled = errors.New("chaos: loop killed mid-batch")
+
+// sink is runner i's target: it records what it settles and, now and then,
+// settles half a batch and kills its own loop, as a process dying in the
+// middle of a delivery would.
+func (h *harness) sink(i int) reader.Target {
+	return reader.FuncTarget(func(ctx context.Context, b reader.Batch) (int, error) {
+		start := time.Now()
+		h.mu.Lock()
+		n := len(b.Records)
+		kill := h.killing && n >= 2 && h.rng.Float64() < h.cfg.MidBatchKill
+		if kill {
+			n /= 2
+		}
+		for _, rec := range b.Records[:n] {
+			id, ok := parse(rec.Data)
+			if !ok {
+				continue
+			}
+			h.seen[id]++
+			if h.seen[id] > 1 {
+				h.dups++
+				continue
+			}
+			if id.key < len(h.next) {
+				if id.n != h.next[id.key] {
+					h.orderBad++
+					if len(h.orderSample) < 5 {
+						h.orderSample = append(h.orderSample, fmt.Sprintf("key %d: record %d first delivered while %d was expected (shard %s)", id.key, id.n, h.next[id.key], b.ShardID))
+					}
+				}
+				h.next[id.key] = max(h.next[id.key], id.n+1)
+			}
+		}
+		h.deliveries = append(h.deliveries, delivery{runner: i, ctx: h.ctxIDLocked(ctx), shard: b.ShardID, start: start, end: time.Now(), records: n})
+		h.mu.Unlock()
+		if !kill {
+			return n, nil
+		}
+		owner := h.runners[i].Kill(h.cfg.Stream, b.ShardID)
+		h.mu.Lock()
+		if owner != "" {
+			h.ctxOwner[h.ctxIDLocked(ctx)] = owner
+		}
+		h.kills = append(h.kills, Kill{At: time.Now(), Runner: i, Shard: b.ShardID, Owner: owner, MidBatch: true})
+		h.mu.Unlock()
+		return n, errKilled
+	})
+}
+
+func (h *harness) ctxIDLocked(ctx context.Context) int {
+	id, ok := h.ctxIDs[ctx]
+	if !ok {
+		id = len(h.ctxIDs) + 1
+		h.ctxIDs[ctx] = id
+	}
+	return id
+}
+
+// bind notes that the reader run whose context is ctx works for owner. The
+// reader renews and checkpoints with the context it delivers with, so the
+// lease writes tell which owner each delivery was made for.
+func (h *harness) bind(ctx context.Context, owner string) {
+	h.mu.Lock()
+	h.ctxOwner[h.ctxIDLocked(ctx)] = owner
+	h.mu.Unlock()
+}
+
+// tap is the outermost lease store of a runner: it binds reader runs to
+// owners and passes every call on.
+type tap struct {
+	lease.Store
+	h *harness
+}
+
+func (t *tap) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	t.h.bind(ctx, owner)
+	return t.Store.Renew(ctx, stream, shardID, owner)
+}
+
+func (t *tap) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	t.h.bind(ctx, owner)
+	return t.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
+// killLoops kills a random running loop every KillMin to KillMax.
+func (h *harness) killLoops(ctx context.Context) {
+	for {
+		h.mu.Lock()
+		d := h.cfg.KillMin + time.Duration(h.rng.Int64N(int64(h.cfg.KillMax-h.cfg.KillMin)+1))
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		type cand struct {
+			runner int
+			shard  string
+		}
+		var cs []cand
+		for i, r := range h.runners {
+			for _, l := range r.Loops() {
+				if !l.Done && !l.Killed {
+					cs = append(cs, cand{i, l.ShardID})
+				}
+			}
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		h.mu.Lock()
+		c := cs[h.rng.IntN(len(cs))]
+		h.mu.Unlock()
+		if owner := h.runners[c.runner].Kill(h.cfg.Stream, c.shard); owner != "" {
+			h.mu.Lock()
+			h.kills = append(h.kills, Kill{At: time.Now(), Runner: c.runner, Shard: c.shard, Owner: owner})
+			h.mu.Unlock()
+		}
+	}
+}
+
+// reshard splits a random open shard at a third of Produce and merges the
+// split's children at two thirds.
+func (h *harness) reshard(ctx context.Context, began time.Time, rep *Report) {
+	wait := func(at time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(began.Add(at))):
+			return true
+		}
+	}
+	if !wait(h.cfg.Produce / 3) {
+		return
+	}
+	parent, kids, err := h.split(ctx)
+	if err != nil {
+		h.cfg.Logf("chaos: split: %v", err)
+		return
+	}
+	h.mu.Lock()
+	rep.Split = parent
+	h.mu.Unlock()
+	h.cfg.Logf("chaos %5.1fs: split %s into %s", time.Since(began).Seconds(), parent, strings.Join(kids, " and "))
+	if !wait(2 * h.cfg.Produce / 3) {
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		_, err = h.cfg.Kinesis.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(h.cfg.Stream),
+			ShardToMerge: aws.String(kids[0]), AdjacentShardToMerge: aws.String(kids[1])})
+		var inUse *ktypes.ResourceInUseException
+		if errors.As(err, &inUse) && attempt < 20 {
+			time.Sleep(250 * time.Millisecond) // the stream is still UPDATING
+			continue
+		}
+		break
+	}
+	if err != nil {
+		h.cfg.Logf("chaos: merge %s and %s: %v", kids[0], kids[1], err)
+		return
+	}
+	h.mu.Lock()
+	rep.Merged = [2]string{kids[0], kids[1]}
+	h.mu.Unlock()
+	h.cfg.Logf("chaos %5.1fs: merged %s and %s", time.Since(began).Seconds(), kids[0], kids[1])
+}
+
+func (h *harness) split(ctx context.Context) (string, []string, error) {
+	ls, err := shards.List(ctx, h.cfg.Kinesis, h.cfg.Stream)
+	if err != nil {
+		return "", nil, err
+	}
+	var open []shards.Shard
+	for _, s := range ls {
+		if !s.Closed() {
+			open = append(open, s)
+		}
+	}
+	h.mu.Lock()
+	s := open[h.rng.IntN(len(open))]
+	h.mu.Unlock()
+	lo, _ := new(big.Int).SetString(s.HashKeyStart, 10)
+	hi, _ := new(big.Int).SetString(s.HashKeyEnd, 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := h.cfg.Kinesis.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(h.cfg.Stream),
+		ShardToSplit: aws.String(s.ID), NewStartingHashKey: aws.String(mid.String())}); err != nil {
+		return "", nil, err
+	}
+	for range 100 {
+		ls, err = shards.List(ctx, h.cfg.Kinesis, h.cfg.Stream)
+		if err != nil {
+			return "", nil, err
+		}
+		var kids []shards.Shard
+		for _, c := range ls {
+			if c.ParentID == s.ID && c.AdjacentParentID == "" {
+				kids = append(kids, c)
+			}
+		}
+		if len(kids) == 2 {
+			sort.Slice(kids, func(i, j int) bool {
+				a, _ := new(big.Int).SetString(kids[i].HashKeyStart, 10)
+				b, _ := new(big.Int).SetString(kids[j].HashKeyStart, 10)
+				return a.Cmp(b) < 0
+			})
+			return s.ID, []string{kids[0].ID, kids[1].ID}, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "", nil, fmt.Errorf("split of %s: children not listed", s.ID)
+}
+
+// analyze fills the report from what was recorded.
+func (h *harness) analyze(rep *Report) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rep.Produced = h.total
+	rep.Delivered = len(h.seen)
+	rep.Duplicates = h.dups
+	rep.OrderViolations = h.orderBad
+	rep.OrderSample = slices.Clone(h.orderSample)
+	rep.Kills = slices.Clone(h.kills)
+	rep.Deliveries = len(h.deliveries)
+	for k, n := range h.produced {
+		for i := range n {
+			if h.seen[recID{k, i}] == 0 {
+				rep.Lost++
+				if len(rep.LostSample) < 10 {
+					rep.LostSample = append(rep.LostSample, fmt.Sprintf("%d:%d", k, i))
+				}
+			}
+		}
+	}
+
+	// Per shard and owner, the span from the first delivery's start to the
+	// last one's end.
+	type span struct{ from, to time.Time }
+	spans := map[string]map[string]*span{}
+	owners := map[string]bool{}
+	rep.ByShard = map[string]int{}
+	for _, d := range h.deliveries {
+		rep.ByShard[d.shard] += d.records
+		owner, ok := h.ctxOwner[d.ctx]
+		if !ok {
+			rep.Unattributed++
+			continue
+		}
+		owners[owner] = true
+		if spans[d.shard] == nil {
+			spans[d.shard] = map[string]*span{}
+		}
+		s := spans[d.shard][owner]
+		if s == nil {
+			spans[d.shard][owner] = &span{d.start, d.end}
+			continue
+		}
+		if d.start.Before(s.from) {
+			s.from = d.start
+		}
+		if d.end.After(s.to) {
+			s.to = d.end
+		}
+	}
+	rep.Owners = len(owners)
+	for shard, byOwner := range spans {
+		names := slices.Sorted(mapsKeys(byOwner))
+		for i, a := range names {
+			for _, b := range names[i+1:] {
+				sa, sb := byOwner[a], byOwner[b]
+				from, to := sa.from, sa.to
+				if sb.from.After(from) {
+					from = sb.from
+				}
+				if sb.to.Before(to) {
+					to = sb.to
+				}
+				if ov := to.Sub(from); ov > 0 {
+					rep.Overlaps = append(rep.Overlaps, Overlap{Shard: shard, Owners: [2]string{a, b}, Length: ov})
+					rep.MaxOverlap = max(rep.MaxOverlap, ov)
+				}
+			}
+		}
+	}
+}
