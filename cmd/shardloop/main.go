@@ -2,6 +2,7 @@
 //
 //	shardloop run    --stream S [--table T] [--target F | --print] ...
 //	shardloop status --stream S --table T
+//	shardloop reset  --stream S --shard X --to <horizon|latest|timestamp:<ms>|sequence:<seq>> [--table T] [--force]
 //	shardloop demo
 //
 // Every AWS client honours AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>, so
@@ -21,7 +22,8 @@ const usage = `usage: shardloop <command> [flags]
 
 commands:
   run     run the coordinator and shard loops in this process
-  status  print a stream's lease table
+  status  print a stream's lease table, with each shard's lag
+  reset   move where a shard's next reader opens (horizon, latest, a time or a record)
   demo    the whole system on local emulators, with a split, a merge and a takeover
 
 Run "shardloop <command> -h" for a command's flags.
@@ -40,6 +42,8 @@ func main() {
 		err = runCmd(ctx, args)
 	case "status":
 		err = statusCmd(ctx, args, os.Stdout)
+	case "reset":
+		err = resetCmd(ctx, args, os.Stdout)
 	case "demo":
 		err = demoCmd(ctx, args, os.Stdout)
 	case "-h", "--help", "help":

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/metrics"
 	"github.com/shardloop/shardloop/pkg/reader"
 	"github.com/shardloop/shardloop/pkg/runner"
 )
@@ -31,6 +33,7 @@ func runCmd(ctx context.Context, args []string) error {
 	batch := fs.Int("batch-size", 100, "records per GetRecords and per target invocation (1-10000)")
 	poll := fs.Duration("poll-interval", reader.DefaultPollInterval, "wait after an empty read")
 	runLen := fs.Duration("run-length", reader.DefaultRunLength, "length of one reader run (one Lambda invocation in AWS)")
+	emf := fs.Bool("metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
 	verbose := fs.Bool("v", false, "debug logs")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -51,10 +54,20 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var emfOut io.Writer = io.Discard
+	if *emf {
+		emfOut = os.Stderr
+	}
+	rec, err := metrics.New(emfOut, func(o *metrics.Options) { o.Logger = log })
+	if err != nil {
+		return err
+	}
+	defer rec.Flush()
 	store, err := openStore(ctx, cfg, *table)
 	if err != nil {
 		return err
 	}
+	store = lease.WithLag(store, rec.Lag) // shardloop status shows it
 	var tgt reader.Target = printTarget()
 	if *target != "" {
 		if tgt, err = reader.NewLambdaTarget(lambda.NewFromConfig(cfg), *target, func(o *reader.LambdaOptions) { o.Region = cfg.Region }); err != nil {
@@ -65,7 +78,7 @@ func runCmd(ctx context.Context, args []string) error {
 		Subscriptions: []coordinator.Subscription{{Stream: *stream, Start: *start, CreateShards: *create}},
 		Store:         store,
 		Kinesis:       kinesis.NewFromConfig(cfg),
-		Reader:        reader.Options{Target: tgt, BatchSize: int32(*batch), PollInterval: *poll, RunLength: *runLen, Logger: log},
+		Reader:        reader.Options{Target: tgt, BatchSize: int32(*batch), PollInterval: *poll, RunLength: *runLen, Hooks: rec, Logger: log},
 		Logger:        log,
 	})
 	if err != nil {

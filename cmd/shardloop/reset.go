@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+// envTable is the lease table --table defaults to, as the functions name it.
+const envTable = "SHARDLOOP_LEASE_TABLE"
+
+const resetToForms = `horizon, latest, timestamp:<unix ms or RFC 3339>, or sequence:<sequence number>`
+
+func resetCmd(ctx context.Context, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+	stream := fs.String("stream", "", "stream name or ARN (required)")
+	shard := fs.String("shard", "", "shard id, e.g. shardId-000000000001 (required)")
+	to := fs.String("to", "", "where the shard's next reader opens (required): "+resetToForms)
+	table := fs.String("table", os.Getenv(envTable), "DynamoDB lease table (default $"+envTable+")")
+	force := fs.Bool("force", false, "reset even while a live owner holds the lease: the holder stops at its next renewal and writes no more checkpoints")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	switch {
+	case *stream == "":
+		return usageError{"--stream is required"}
+	case *shard == "":
+		return usageError{"--shard is required"}
+	case *to == "":
+		return usageError{"--to is required: " + resetToForms}
+	case *table == "":
+		return usageError{"--table is required (or set $" + envTable + ")"}
+	}
+	name, err := shards.StreamName(*stream)
+	if err != nil {
+		return usageError{"--stream: " + err.Error()}
+	}
+	pos, err := resetPosition(*to, *shard, time.Now())
+	if err != nil {
+		return err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return err
+	}
+	store, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), *table)
+	if err != nil {
+		return err
+	}
+	return resetShard(ctx, w, store, name, *shard, pos, *force, *table)
+}
+
+// resetPosition turns --to into the position recorded on the row, in the
+// reader's text form. latest is pinned to now (as the coordinator pins a
+// tip start): a reader that opened at LATEST and died before its first
+// checkpoint would otherwise leave its successor at a later tip, and what
+// arrived in between would be skipped. A sequence names a record of this
+// shard.
+func resetPosition(to, shardID string, now time.Time) (string, error) {
+	bad := func(why string) error { return usageError{fmt.Sprintf("--to %q: %s", to, why)} }
+	kind, rest, _ := strings.Cut(to, ":")
+	var pos string
+	switch kind {
+	case "horizon":
+		pos = to
+	case "latest":
+		if rest != "" {
+			return "", bad("want " + resetToForms)
+		}
+		pos = fmt.Sprintf("timestamp:%d", now.UnixMilli())
+	case "timestamp":
+		if ms, err := strconv.ParseInt(rest, 10, 64); err == nil {
+			pos = fmt.Sprintf("timestamp:%d", ms)
+		} else if t, err := time.Parse(time.RFC3339Nano, rest); err == nil {
+			pos = fmt.Sprintf("timestamp:%d", t.UnixMilli())
+		} else {
+			return "", bad("want timestamp:<unix milliseconds> or timestamp:<RFC 3339 time>")
+		}
+	case "sequence":
+		seq := rest
+		if s, q, ok := strings.Cut(rest, ":"); ok { // sequence:<shard>:<seq>
+			if s != shardID {
+				return "", bad(fmt.Sprintf("names a record of %s, not of --shard %s", s, shardID))
+			}
+			seq = q
+		}
+		pos = "sequence:" + shardID + ":" + seq
+	default:
+		return "", bad("want " + resetToForms)
+	}
+	if _, err := reader.ParsePosition(pos); err != nil {
+		return "", bad(err.Error())
+	}
+	return pos, nil
+}
+
+// resetShard moves the shard's start to pos and says what happens next.
+func resetShard(ctx context.Context, w io.Writer, store lease.Store, stream, shardID, pos string, force bool, table string) error {
+	row, err := store.Get(ctx, stream, shardID)
+	if errors.Is(err, lease.ErrNotFound) {
+		return fmt.Errorf("no lease row for --shard %s of --stream %s in --table %s: check the shard id with shardloop status; a shard the coordinator has not opened yet has nothing to reset", shardID, stream, table)
+	}
+	if err != nil {
+		return err
+	}
+	if row.Finished() {
+		return fmt.Errorf("--shard %s was read to its end (SHARD_END): its children carry on from their own checkpoints; reset a child instead", shardID)
+	}
+	now := time.Now()
+	l, err := store.Reset(ctx, stream, shardID, pos, force)
+	var ce *lease.ConflictError
+	switch {
+	case errors.As(err, &ce) && errors.Is(err, lease.ErrHeld):
+		holder := row
+		if ce.Current != nil {
+			holder = *ce.Current
+		}
+		return fmt.Errorf("--shard %s is being read: owner %q holds the lease until %s; stop it first or pass --force (the holder then stops at its next renewal, within seconds, and writes no more checkpoints)",
+			shardID, holder.Owner, holder.Expiry.UTC().Format(time.RFC3339))
+	case errors.Is(err, lease.ErrNotFound):
+		return fmt.Errorf("no lease row for --shard %s of --stream %s in --table %s", shardID, stream, table)
+	case err != nil:
+		return err
+	}
+	was := "no checkpoint"
+	if row.Checkpoint != "" {
+		was = "checkpoint " + row.Checkpoint
+	}
+	fmt.Fprintf(w, "%s %s: the next reader opens at %s (was %s)\n", stream, shardID, l.Start, was)
+	if row.HeldAt(now) {
+		fmt.Fprintf(w, "owner %q was cleared: it stops at its next lease renewal; the coordinator starts a new loop at its next pass\n", row.Owner)
+	} else {
+		fmt.Fprintln(w, "no loop holds the shard: the coordinator starts one at its next pass")
+	}
+	return nil
+}
