@@ -29,6 +29,12 @@ MAX_ITERATIONS    ?=
 WINDOW            ?=
 LEASE_TABLE       ?=
 LOG_RETENTION_DAYS ?=
+MAX_RETRY_ATTEMPTS ?=
+MAX_RECORD_AGE    ?=
+BISECT_ON_ERROR   ?=
+ON_FAILURE_DESTINATION ?=
+BATCHING_WINDOW   ?=
+DEAGGREGATE       ?=
 STACK_NAME        ?=
 CDK_FLAGS         ?=
 
@@ -38,7 +44,10 @@ CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHAR
   $(call ctx,batchSize,$(BATCH_SIZE)) $(call ctx,pollInterval,$(POLL_INTERVAL)) \
   $(call ctx,runLength,$(RUN_LENGTH)) $(call ctx,maxIterations,$(MAX_ITERATIONS)) \
   $(call ctx,window,$(WINDOW)) $(call ctx,leaseTable,$(LEASE_TABLE)) \
-  $(call ctx,logRetentionDays,$(LOG_RETENTION_DAYS)) $(call ctx,stackName,$(STACK_NAME))
+  $(call ctx,logRetentionDays,$(LOG_RETENTION_DAYS)) $(call ctx,stackName,$(STACK_NAME)) \
+  $(call ctx,maxRetryAttempts,$(MAX_RETRY_ATTEMPTS)) $(call ctx,maxRecordAge,$(MAX_RECORD_AGE)) \
+  $(call ctx,bisectOnError,$(BISECT_ON_ERROR)) $(call ctx,onFailureDestination,$(ON_FAILURE_DESTINATION)) \
+  $(call ctx,batchingWindow,$(BATCHING_WINDOW)) $(call ctx,deaggregate,$(DEAGGREGATE))
 CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)
 
 .PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda infra-build
@@ -78,7 +87,7 @@ synth: infra-build deps-infra ## Synthesize the CDK app into infra/cdk.out (sett
 diff: infra-build deps-infra ## Show what deploy would change in the AWS account (needs credentials)
 	$(CDK_RUN) diff -o cdk.out $(CDK_CONTEXT)
 
-deploy: infra-build deps-infra ## Deploy: make deploy STREAM=<name|arn> TARGET_ARN=<arn> [START_POSITION= BATCH_SIZE= POLL_INTERVAL= RUN_LENGTH= ...]
+deploy: infra-build deps-infra ## Deploy: make deploy STREAM=<name|arn> TARGET_ARN=<arn> [START_POSITION= BATCH_SIZE= MAX_RETRY_ATTEMPTS= ON_FAILURE_DESTINATION= ...]
 	@test -n "$(STREAM)$(CREATE_SHARDS)" || { echo "set STREAM=<name or ARN> (or CREATE_SHARDS=N with STREAM=<new name>)"; exit 1; }
 	@test -n "$(TARGET_ARN)" || { echo "set TARGET_ARN=<target Lambda ARN or name>"; exit 1; }
 	$(CDK_RUN) deploy -o cdk.out --require-approval broadening $(CDK_CONTEXT)

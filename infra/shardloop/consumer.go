@@ -123,6 +123,21 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	allow(readerRole, "Leases", []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, tableArn)
 	allow(readerRole, "InvokeTargetAndNudgeCoordinator", []string{"lambda:InvokeFunction"}, targetArn, coordinatorArn)
 	allow(readerRole, "Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, readerLogs.LogGroupArn())
+	readerEnv := map[string]*string{
+		"SHARDLOOP_LEASE_TABLE":          c.LeaseTable.TableName(),
+		"SHARDLOOP_TARGET_FUNCTION":      targetArn,
+		"SHARDLOOP_COORDINATOR_FUNCTION": jsii.String(coordinatorName),
+		"SHARDLOOP_BATCH_SIZE":           jsii.String(strconv.Itoa(p.BatchSize)),
+		"SHARDLOOP_POLL_INTERVAL":        jsii.String(envDuration(p.PollInterval)),
+		"SHARDLOOP_RUN_LENGTH":           jsii.String(envDuration(p.RunLength)),
+		"SHARDLOOP_MAX_ITERATIONS":       jsii.String(strconv.Itoa(p.MaxIterations)),
+	}
+	for k, v := range failurePolicyEnv(&p) {
+		readerEnv[k] = jsii.String(v)
+	}
+	if arn := c.onFailure(readerRole, &p); arn != nil {
+		readerEnv["SHARDLOOP_ON_FAILURE_DESTINATION"] = arn
+	}
 	c.ShardReader = awslambda.NewFunction(c.Construct, jsii.String("ShardReader"), &awslambda.FunctionProps{
 		Description:  jsii.String("shardloop shardreader: one bounded loop iteration over one shard"),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
@@ -133,15 +148,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		MemorySize:   jsii.Number(float64(p.ShardReaderMemoryMiB)),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number((p.RunLength + shardReaderMargin).Seconds())),
 		LogGroup:     readerLogs,
-		Environment: &map[string]*string{
-			"SHARDLOOP_LEASE_TABLE":          c.LeaseTable.TableName(),
-			"SHARDLOOP_TARGET_FUNCTION":      targetArn,
-			"SHARDLOOP_COORDINATOR_FUNCTION": jsii.String(coordinatorName),
-			"SHARDLOOP_BATCH_SIZE":           jsii.String(strconv.Itoa(p.BatchSize)),
-			"SHARDLOOP_POLL_INTERVAL":        jsii.String(envDuration(p.PollInterval)),
-			"SHARDLOOP_RUN_LENGTH":           jsii.String(envDuration(p.RunLength)),
-			"SHARDLOOP_MAX_ITERATIONS":       jsii.String(strconv.Itoa(p.MaxIterations)),
-		},
+		Environment:  &readerEnv,
 	})
 
 	// The state machine, from the one ASL file SAM loads too.
@@ -209,6 +216,56 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 
 	c.observe(&p, base)
 	return c, nil
+}
+
+// failurePolicyEnv is the shardreader's failure-policy environment, every
+// variable set so that a deployed function shows its policy.
+func failurePolicyEnv(p *ConsumerProps) map[string]string {
+	retries, age := strconv.Itoa(NoLimit), strconv.Itoa(NoLimit)
+	if p.MaxRetryAttempts != nil {
+		retries = strconv.Itoa(*p.MaxRetryAttempts)
+	}
+	if p.MaxRecordAge > 0 {
+		age = envDuration(p.MaxRecordAge)
+	}
+	return map[string]string{
+		"SHARDLOOP_MAX_RETRY_ATTEMPTS": retries,
+		"SHARDLOOP_MAX_RECORD_AGE":     age,
+		"SHARDLOOP_BISECT_ON_ERROR":    strconv.FormatBool(p.BisectOnError),
+		"SHARDLOOP_BATCHING_WINDOW":    envDuration(p.BatchingWindow),
+		"SHARDLOOP_DEAGGREGATE":        strconv.FormatBool(p.Deaggregate),
+	}
+}
+
+// onFailure grants the shardreader what sending to the on-failure
+// destination takes, and nothing when there is none: GetQueueUrl and
+// SendMessage on the queue, or Publish on the topic, plus the use of its
+// KMS key when it has one. It returns the destination's ARN, or nil.
+func (c *Consumer) onFailure(role awsiam.Role, p *ConsumerProps) *string {
+	const sid = "OnFailureDestination"
+	sqsActions := []string{"sqs:GetQueueUrl", "sqs:SendMessage"}
+	snsActions := []string{"sns:Publish"}
+	switch {
+	case p.OnFailureQueue != nil:
+		allow(role, sid, sqsActions, p.OnFailureQueue.QueueArn())
+		if key := p.OnFailureQueue.EncryptionMasterKey(); key != nil {
+			key.Grant(role, jsii.String("kms:Decrypt"), jsii.String("kms:GenerateDataKey"))
+		}
+		return p.OnFailureQueue.QueueArn()
+	case p.OnFailureTopic != nil:
+		allow(role, sid, snsActions, p.OnFailureTopic.TopicArn())
+		if key := p.OnFailureTopic.MasterKey(); key != nil {
+			key.Grant(role, jsii.String("kms:Decrypt"), jsii.String("kms:GenerateDataKey"))
+		}
+		return p.OnFailureTopic.TopicArn()
+	case strings.HasPrefix(p.OnFailureDestination, "arn:") && strings.Split(p.OnFailureDestination, ":")[2] == "sqs":
+		allow(role, sid, sqsActions, jsii.String(p.OnFailureDestination))
+		return jsii.String(p.OnFailureDestination)
+	case p.OnFailureDestination != "":
+		allow(role, sid, snsActions, jsii.String(p.OnFailureDestination))
+		return jsii.String(p.OnFailureDestination)
+	}
+	return nil
 }
 
 // stream returns the stream to read and the value of its metrics' Stream

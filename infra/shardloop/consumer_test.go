@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -73,6 +74,11 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 			"SHARDLOOP_POLL_INTERVAL":        "1s",
 			"SHARDLOOP_RUN_LENGTH":           "60s",
 			"SHARDLOOP_MAX_ITERATIONS":       "500",
+			"SHARDLOOP_MAX_RETRY_ATTEMPTS":   "-1",
+			"SHARDLOOP_MAX_RECORD_AGE":       "-1",
+			"SHARDLOOP_BISECT_ON_ERROR":      "false",
+			"SHARDLOOP_BATCHING_WINDOW":      "0s",
+			"SHARDLOOP_DEAGGREGATE":          "false",
 		}},
 	} {
 		p := tc.fn.Properties
@@ -374,6 +380,20 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"LeaseTableName", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "x" }},
 		{"LeaseTable", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "leases"; p.DisableLeaseTablePITR = true }},
 		{"DefinitionFile", func(p *ConsumerProps, _ awscdk.Stack) { p.DefinitionFile = "/nonexistent/statemachine.asl.json" }},
+		{"MaxRetryAttempts", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRetryAttempts = RetryAttempts(10001) }},
+		{"MaxRetryAttempts", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRetryAttempts = RetryAttempts(-2) }},
+		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 30 * time.Second }},
+		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 8 * 24 * time.Hour }},
+		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 301 * time.Second }},
+		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 60 * time.Second }}, // = RunLength
+		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::bucket" }},
+		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.OnFailureDestination = "arn:aws:sqs:eu-west-1:123456789012:failed.fifo"
+		}},
+		{"OnFailureDestination", func(p *ConsumerProps, s awscdk.Stack) {
+			p.OnFailureDestination = "arn:aws:sqs:eu-west-1:123456789012:failed"
+			p.OnFailureTopic = awssns.Topic_FromTopicArn(s, jsii.String("T"), jsii.String("arn:aws:sns:eu-west-1:123456789012:failed"))
+		}},
 	} {
 		t.Run(tc.prop, func(t *testing.T) {
 			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
@@ -450,6 +470,101 @@ func TestNewConsumer_CreatedStreamExistingTableAndTargetFunction(t *testing.T) {
 	_, coordinator := tmpl.byPrefix(t, "AWS::Lambda::Function", "CCoordinator")
 	if !strings.Contains(canon(t, coordinator.Properties["Environment"]), `"SHARDLOOP_START_POSITION":"timestamp:1767225600000"`) {
 		t.Errorf("coordinator environment = %s", canon(t, coordinator.Properties["Environment"]))
+	}
+}
+
+// TestRoles_OnFailureDestinationGrantsOnlySendingToIt checks that the
+// shardreader gets exactly the send permission of the destination it is
+// given, with the destination in its environment; without one it gets none
+// (TestRoles_GrantExactlyTheActionsAndResourcesEachPartNeeds).
+func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
+	const queueArn = "arn:aws:sqs:eu-west-1:123456789012:orders-failed"
+	for _, tc := range []struct {
+		name    string
+		set     func(*ConsumerProps, awscdk.Stack)
+		actions []string
+		arn     func(tmpl cfn) string // canonical resource and env value
+	}{
+		{"SQSQueueARN", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = queueArn },
+			[]string{"sqs:GetQueueUrl", "sqs:SendMessage"}, func(cfn) string { return canon(t, queueArn) }},
+		{"SNSTopicConstruct", func(p *ConsumerProps, s awscdk.Stack) {
+			p.OnFailureTopic = awssns.NewTopic(s, jsii.String("Failed"), nil)
+		}, []string{"sns:Publish"}, func(tmpl cfn) string {
+			id, _ := tmpl.byPrefix(t, "AWS::SNS::Topic", "Failed")
+			return canon(t, map[string]any{"Ref": id})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+			stack := newTestStack(app, "S")
+			p := baseProps(t)
+			p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError = RetryAttempts(2), time.Hour, true
+			p.BatchingWindow, p.Deaggregate = 5*time.Second, true
+			tc.set(&p, stack)
+			if _, err := NewConsumer(stack, "C", &p); err != nil {
+				t.Fatal(err)
+			}
+			var tmpl cfn
+			if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.arn(tmpl)
+			var found []statement
+			for _, s := range rolePolicy(t, tmpl, "CShardReaderRole") {
+				if s.Sid == "OnFailureDestination" {
+					found = append(found, s)
+				}
+				for _, a := range s.Actions {
+					if strings.HasPrefix(a, "sqs:") || strings.HasPrefix(a, "sns:") {
+						if s.Sid != "OnFailureDestination" {
+							t.Errorf("statement %s grants %s", s.Sid, a)
+						}
+					}
+				}
+			}
+			if len(found) != 1 || !reflect.DeepEqual(found[0].Actions, tc.actions) || !reflect.DeepEqual(found[0].Resources, []string{want}) {
+				t.Fatalf("OnFailureDestination statements = %+v, want %v on %s", found, tc.actions, want)
+			}
+			if n := len(rolePolicy(t, tmpl, "CCoordinatorRole")); n != 4 {
+				t.Errorf("coordinator role has %d statements, want its 4", n)
+			}
+			_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
+			env := canon(t, reader.Properties["Environment"])
+			for _, kv := range []string{
+				`"SHARDLOOP_ON_FAILURE_DESTINATION":` + want,
+				`"SHARDLOOP_MAX_RETRY_ATTEMPTS":"2"`, `"SHARDLOOP_MAX_RECORD_AGE":"3600s"`, `"SHARDLOOP_BISECT_ON_ERROR":"true"`,
+				`"SHARDLOOP_BATCHING_WINDOW":"5s"`, `"SHARDLOOP_DEAGGREGATE":"true"`,
+			} {
+				if !strings.Contains(env, kv) {
+					t.Errorf("shardreader environment %s lacks %s", env, kv)
+				}
+			}
+		})
+	}
+}
+
+func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
+		CtxMaxRetryAttempts: "3", CtxMaxRecordAge: "2h", CtxBisectOnError: "true",
+		CtxOnFailure: "arn:aws:sns:eu-west-1:123456789012:failed", CtxBatchingWindow: "10s", CtxDeaggregate: "true",
+	}})
+	p, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxRetryAttempts == nil || *p.MaxRetryAttempts != 3 || p.MaxRecordAge != 2*time.Hour || !p.BisectOnError ||
+		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.BatchingWindow != 10*time.Second || !p.Deaggregate {
+		t.Fatalf("props = %+v", p)
+	}
+	defaults := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
+		CtxMaxRetryAttempts: "-1", CtxMaxRecordAge: "-1", CtxBisectOnError: "false", CtxOnFailure: "", CtxBatchingWindow: "0s",
+	}})
+	if p, err = PropsFromContext(defaults.Node()); err != nil || p.MaxRecordAge != 0 || p.OnFailureDestination != "" || p.BatchingWindow != 0 {
+		t.Fatalf("cdk.json defaults: %+v, %v", p, err)
+	}
+	bad := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxBisectOnError: "yes please"}})
+	if _, err := PropsFromContext(bad.Node()); err == nil || !strings.Contains(err.Error(), CtxBisectOnError) {
+		t.Fatalf("bad boolean: err = %v, want one naming %s", err, CtxBisectOnError)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 )
 
@@ -36,6 +38,11 @@ const (
 	ShardReaderSubstitution = "ShardReaderArn"
 )
 
+// NoLimit (-1) is the functions' value of MaxRetryAttempts and MaxRecordAge
+// when unset: a failing batch is retried until its records expire from the
+// stream.
+const NoLimit = -1
+
 // Limits checked by validate.
 const (
 	MaxBatchSize = 10000
@@ -53,6 +60,11 @@ const (
 	MinWindow     = 10 * time.Second
 	// MaxWindow keeps the coordinator's timeout (window + 15 s) within 15 min.
 	MaxWindow = 14 * time.Minute
+	// Failure-policy limits, Lambda's own for its Kinesis trigger.
+	MaxRetryAttempts  = 10000
+	MinRecordAge      = 60 * time.Second
+	MaxRecordAge      = 168 * time.Hour
+	MaxBatchingWindow = 300 * time.Second
 )
 
 // shardReaderMargin is added to the run length to make the shardreader's
@@ -121,6 +133,39 @@ type ConsumerProps struct {
 	// above it for 5 minutes. Default 5 minutes.
 	LagAlarmThreshold time.Duration
 
+	// The failure policy: what happens to a batch the target keeps failing
+	// (docs/deploy.md lists each setting with its trade-off). The defaults
+	// give nothing up: the shard waits until the batch settles or its
+	// records expire from the stream.
+
+	// MaxRetryAttempts gives a failing batch up after this many retries,
+	// 0 to 10,000; nil (default) or -1 retries until the records expire.
+	// RetryAttempts(n) builds the pointer.
+	MaxRetryAttempts *int
+	// MaxRecordAge gives up records older than this instead of delivering
+	// them: 60 s to 168 h; 0 (default) is no limit.
+	MaxRecordAge time.Duration
+	// BisectOnError splits a failing batch in halves, down to single
+	// records, so that only the bad records are given up. Default false.
+	BisectOnError bool
+	// The on-failure destination that receives a record of each batch given
+	// up (stream, shard, sequence numbers, arrival times, the error): at most
+	// one of OnFailureDestination (a standard SQS queue or SNS topic ARN),
+	// OnFailureQueue or OnFailureTopic. The shardreader may send to it and
+	// nothing else. Without one, a given-up batch is logged at error level
+	// and counted in GivenUpBatches, and its records are gone.
+	OnFailureDestination string
+	OnFailureQueue       awssqs.IQueue
+	OnFailureTopic       awssns.ITopic
+	// BatchingWindow: wait up to this long to gather BatchSize records (or
+	// 6 MB) before invoking the target: 0 (default) to 300 s, shorter than
+	// RunLength.
+	BatchingWindow time.Duration
+	// Deaggregate decodes records aggregated by the Kinesis Producer Library
+	// into their user records. Default false: aggregated records are
+	// reported and skipped.
+	Deaggregate bool
+
 	// ProjectRoot is the shardloop checkout that holds build/ and template/.
 	// Default: the nearest parent of the working directory that holds
 	// template/statemachine.asl.json.
@@ -153,6 +198,7 @@ var (
 	streamName        = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 	functionArn       = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
 	tableName         = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+	destinationArn    = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:(sqs|sns):[a-z0-9-]+:[0-9]{12}:[a-zA-Z0-9_-]{1,256}(\.fifo)?$`)
 	functionName      = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
 )
 
@@ -281,6 +327,31 @@ func (p *ConsumerProps) validate() error {
 	if p.LagAlarmThreshold < time.Second {
 		bad("LagAlarmThreshold", "%v is below 1s", p.LagAlarmThreshold)
 	}
+	if n := p.MaxRetryAttempts; n != nil && (*n < -1 || *n > MaxRetryAttempts) {
+		bad("MaxRetryAttempts", "%d is outside 0..%d (nil or -1: retry until the records expire)", *n, MaxRetryAttempts)
+	}
+	if a := p.MaxRecordAge; a != 0 && (a < MinRecordAge || a > MaxRecordAge) {
+		bad("MaxRecordAge", "%v is outside %v..%v (0: no limit)", a, MinRecordAge, MaxRecordAge)
+	} else if a%time.Second != 0 {
+		bad("MaxRecordAge", "%v is not a whole number of seconds", a)
+	}
+	if w := p.BatchingWindow; w < 0 || w > MaxBatchingWindow {
+		bad("BatchingWindow", "%v is outside 0s..%v", w, MaxBatchingWindow)
+	} else if w != 0 && w >= p.RunLength {
+		bad("BatchingWindow", "%v is not shorter than RunLength %v: a batch is gathered within one shardreader run", w, p.RunLength)
+	}
+	switch n := btoi(p.OnFailureDestination != "") + btoi(p.OnFailureQueue != nil) + btoi(p.OnFailureTopic != nil); {
+	case n > 1:
+		bad("OnFailureDestination", "give one of OnFailureDestination, OnFailureQueue or OnFailureTopic")
+	case p.OnFailureDestination != "" && isToken(p.OnFailureDestination):
+		bad("OnFailureDestination", "an ARN known only at deploy time: give OnFailureQueue or OnFailureTopic instead, so the grant can be made")
+	case p.OnFailureDestination != "" && !destinationArn.MatchString(p.OnFailureDestination):
+		bad("OnFailureDestination", "%q is not an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>) or an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", p.OnFailureDestination)
+	case strings.HasSuffix(p.OnFailureDestination, ".fifo"),
+		p.OnFailureQueue != nil && p.OnFailureQueue.Fifo() != nil && *p.OnFailureQueue.Fifo(),
+		p.OnFailureTopic != nil && p.OnFailureTopic.Fifo() != nil && *p.OnFailureTopic.Fifo():
+		bad("OnFailureDestination", "a FIFO queue or topic needs a message group id, which the shardreader does not send: use a standard one")
+	}
 	switch p.LeaseTableRemovalPolicy {
 	case awscdk.RemovalPolicy_RETAIN, awscdk.RemovalPolicy_DESTROY, awscdk.RemovalPolicy_SNAPSHOT, awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE:
 	default:
@@ -356,6 +427,9 @@ func findProjectRoot() (string, error) {
 }
 
 func isToken(s string) bool { return *awscdk.Token_IsUnresolved(s) }
+
+// RetryAttempts returns n as a ConsumerProps.MaxRetryAttempts.
+func RetryAttempts(n int) *int { return &n }
 
 func btoi(b bool) int {
 	if b {

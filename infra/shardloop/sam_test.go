@@ -30,3 +30,28 @@ func TestSAMTemplate_LoadsTheSameASLFileWithTheSameSubstitution(t *testing.T) {
 		t.Error("template/template.yaml defines the state machine inline; it must load " + DefinitionFileRel)
 	}
 }
+
+// The SAM template passes the failure policy to the shardreader, as the
+// construct does, and grants sending to the on-failure destination only
+// under a condition that it is set.
+func TestSAMTemplate_PassesTheFailurePolicyAndGrantsTheDestinationOnlyWhenSet(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "template", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sam := string(b)
+	for _, want := range []string{
+		"SHARDLOOP_MAX_RETRY_ATTEMPTS: !Ref MaxRetryAttempts",
+		"SHARDLOOP_MAX_RECORD_AGE: !Ref MaxRecordAge",
+		"SHARDLOOP_BISECT_ON_ERROR: !Ref BisectOnError",
+		"SHARDLOOP_ON_FAILURE_DESTINATION: !If [HasOnFailure, !Ref OnFailureDestination, !Ref AWS::NoValue]",
+		"SHARDLOOP_BATCHING_WINDOW: !Ref BatchingWindow",
+		"SHARDLOOP_DEAGGREGATE: !Ref Deaggregate",
+		"- OnFailureToQueue\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: [sqs:GetQueueUrl, sqs:SendMessage]",
+		"- OnFailureToTopic\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: sns:Publish",
+	} {
+		if !strings.Contains(sam, want) {
+			t.Errorf("template/template.yaml lacks %q", want)
+		}
+	}
+}

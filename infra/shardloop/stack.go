@@ -67,6 +67,12 @@ const (
 	CtxCoordinatorMemory = "coordinatorMemory"
 	CtxShardReaderMemory = "shardReaderMemory"
 	CtxLagAlarm          = "lagAlarmThreshold"
+	CtxMaxRetryAttempts  = "maxRetryAttempts"
+	CtxMaxRecordAge      = "maxRecordAge"
+	CtxBisectOnError     = "bisectOnError"
+	CtxOnFailure         = "onFailureDestination"
+	CtxBatchingWindow    = "batchingWindow"
+	CtxDeaggregate       = "deaggregate"
 )
 
 // PropsFromContext reads ConsumerProps from CDK context. An empty value
@@ -141,6 +147,27 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	integer(CtxCoordinatorMemory, &p.CoordinatorMemoryMiB)
 	integer(CtxShardReaderMemory, &p.ShardReaderMemoryMiB)
 	duration(CtxLagAlarm, &p.LagAlarmThreshold)
+	if s := get(CtxMaxRetryAttempts); s != "" {
+		var n int
+		integer(CtxMaxRetryAttempts, &n)
+		p.MaxRetryAttempts = &n
+	}
+	if s := get(CtxMaxRecordAge); s != "" && s != strconv.Itoa(NoLimit) {
+		duration(CtxMaxRecordAge, &p.MaxRecordAge)
+	}
+	boolean := func(key string, dst *bool) {
+		if s := get(key); s != "" {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("shardloop: context %s: %q is not true or false", key, s))
+			}
+			*dst = b
+		}
+	}
+	boolean(CtxBisectOnError, &p.BisectOnError)
+	p.OnFailureDestination = get(CtxOnFailure)
+	duration(CtxBatchingWindow, &p.BatchingWindow)
+	boolean(CtxDeaggregate, &p.Deaggregate)
 	return p, errors.Join(errs...)
 }
 
