@@ -23,5 +23,5 @@ func Example() {
 	opts.Hooks.MillisBehindLatest("orders", "shardId-000000000000", 1200)
 	rec.Flush()
 	// Output:
-	// {"Batches":1,"MillisBehindLatest":1200,"RecordsDelivered":100,"Shard":"shardId-000000000000","Stream":"orders","_aws":{"Timestamp":1800000000000,"CloudWatchMetrics":[{"Namespace":"Shardloop","Dimensions":[["Stream"],["Stream","Shard"]],"Metrics":[{"Name":"RecordsDelivered","Unit":"Count"},{"Name":"Batches","Unit":"Count"},{"Name":"MillisBehindLatest","Unit":"Milliseconds"}]}]}}
+	// {"Batches":1,"MillisBehindLatest":1200,"RecordsDelivered":100,"Shard":"shardId-000000000000","Stream":"orders","_aws":{"Timestamp":1800000000000,"CloudWatchMetrics":[{"Namespace":"Shardloop","Dimensions":[["Stream"]],"Metrics":[{"Name":"RecordsDelivered","Unit":"Count"},{"Name":"Batches","Unit":"Count"}]},{"Namespace":"Shardloop","Dimensions":[["Stream"],["Stream","Shard"]],"Metrics":[{"Name":"MillisBehindLatest","Unit":"Milliseconds"}]}]}}
 }

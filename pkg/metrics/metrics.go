@@ -75,12 +75,13 @@ type Options struct {
 // per flush. On Lambda the writer is stdout and CloudWatch Logs turns the
 // lines into metrics; no API call is made.
 //
-// Every line carries the dimension sets [Stream] and [Stream, Shard], so
-// each value counts for the stream as a whole and for its shard. Sum of a
-// counter over [Stream] is the stream's total. MillisBehindLatest is each
-// shard's maximum over the interval, so the Maximum statistic over [Stream]
-// is the lag of the stream's most-behind shard; its Average over [Stream]
-// means little.
+// Every metric carries the dimension set [Stream], so Sum of a counter over
+// [Stream] is the stream's total. MillisBehindLatest and the event counters
+// (errors, give-ups, lease takes and losses, shard ends) carry [Stream,
+// Shard] too; RecordsDelivered and Batches do not, to keep one custom metric
+// per shard (see streamOnly). MillisBehindLatest is each shard's maximum over
+// the interval, so the Maximum statistic over [Stream] is the lag of the
+// stream's most-behind shard; its Average over [Stream] means little.
 //
 // Recorder implements reader.Hooks. Its methods are safe for concurrent use
 // and do not block on I/O except the hook call that finds a flush due, which
@@ -228,28 +229,43 @@ type emfMetric struct {
 	Unit string `json:"Unit"`
 }
 
+// streamOnly are the metrics a busy shard emits every minute: they carry
+// the Stream dimension alone, so that a shard adds one custom metric
+// (MillisBehindLatest), not three, to the CloudWatch bill. The Shard is still
+// a property of every line, for CloudWatch Logs Insights. The other counters
+// also carry [Stream, Shard]: they cost only in the hours they occur, and
+// then say which shard is in trouble.
+var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true}
+
 // line is one shard's EMF object, or nil when nothing happened.
 func (r *Recorder) line(ts int64, k shardKey, c *counts) []byte {
 	doc := map[string]any{DimStream: k.stream, DimShard: k.shard}
-	var ms []emfMetric
+	var stream, shard []emfMetric
 	for _, name := range counterNames {
 		if v := c.n[name]; v != 0 {
-			ms = append(ms, emfMetric{Name: name, Unit: UnitCount})
 			doc[name] = v
+			if streamOnly[name] {
+				stream = append(stream, emfMetric{Name: name, Unit: UnitCount})
+			} else {
+				shard = append(shard, emfMetric{Name: name, Unit: UnitCount})
+			}
 		}
 	}
 	if c.hasBehind {
-		ms = append(ms, emfMetric{Name: MillisBehindLatest, Unit: UnitMilliseconds})
+		shard = append(shard, emfMetric{Name: MillisBehindLatest, Unit: UnitMilliseconds})
 		doc[MillisBehindLatest] = c.behind
 	}
-	if len(ms) == 0 {
+	var ds []emfDirective
+	if len(stream) > 0 {
+		ds = append(ds, emfDirective{Namespace: r.opts.Namespace, Dimensions: [][]string{{DimStream}}, Metrics: stream})
+	}
+	if len(shard) > 0 {
+		ds = append(ds, emfDirective{Namespace: r.opts.Namespace, Dimensions: [][]string{{DimStream}, {DimStream, DimShard}}, Metrics: shard})
+	}
+	if len(ds) == 0 {
 		return nil
 	}
-	doc["_aws"] = emfRoot{Timestamp: ts, CloudWatchMetrics: []emfDirective{{
-		Namespace:  r.opts.Namespace,
-		Dimensions: [][]string{{DimStream}, {DimStream, DimShard}},
-		Metrics:    ms,
-	}}}
+	doc["_aws"] = emfRoot{Timestamp: ts, CloudWatchMetrics: ds}
 	b, err := json.Marshal(doc)
 	if err != nil { // only strings and numbers: cannot happen
 		r.opts.Logger.Warn("metrics: encode failed", "err", err)

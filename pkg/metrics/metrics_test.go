@@ -63,11 +63,12 @@ func newRecorder(t *testing.T, w *syncBuffer, c *clock, interval time.Duration) 
 	return r
 }
 
-// emfLine is one parsed line: its metric values and dimension values.
+// emfLine is one parsed line: its metric values, the dimension sets of each
+// metric, and the dimension values.
 type emfLine struct {
 	Timestamp  int64
 	Namespace  string
-	Dimensions [][]string
+	Dimensions map[string]string // metric -> its dimension sets, as fmt prints them
 	Units      map[string]string
 	Values     map[string]float64
 	Dims       map[string]string
@@ -117,12 +118,12 @@ func parseEMF(t *testing.T, line string) emfLine {
 		t.Fatalf("_aws.CloudWatchMetrics is empty: %s", line)
 	}
 	units := map[string]bool{"Count": true, "Milliseconds": true, "Seconds": true, "Bytes": true, "None": true}
-	out := emfLine{Timestamp: ts, Units: map[string]string{}, Values: map[string]float64{}, Dims: map[string]string{}}
+	out := emfLine{Timestamp: ts, Dimensions: map[string]string{}, Units: map[string]string{}, Values: map[string]float64{}, Dims: map[string]string{}}
 	for _, d := range aws.CloudWatchMetrics {
 		if d.Namespace == nil || *d.Namespace == "" {
 			t.Fatalf("directive without Namespace: %s", line)
 		}
-		out.Namespace, out.Dimensions = *d.Namespace, d.Dimensions
+		out.Namespace = *d.Namespace
 		if d.Dimensions == nil {
 			t.Fatalf("directive without Dimensions: %s", line)
 		}
@@ -155,10 +156,16 @@ func parseEMF(t *testing.T, line string) emfLine {
 				t.Fatalf("metric %q has no numeric value at the top level: %s", *m.Name, line)
 			}
 			out.Values[*m.Name] = v
+			out.Dimensions[*m.Name] = fmt.Sprint(d.Dimensions)
 			if m.Unit != nil {
 				out.Units[*m.Name] = *m.Unit
 			}
 		}
+	}
+	// Shard is a property of every line even where no dimension set names it.
+	var shard string
+	if raw, ok := top["Shard"]; ok && json.Unmarshal(raw, &shard) == nil {
+		out.Dims["Shard"] = shard
 	}
 	return out
 }
@@ -205,8 +212,8 @@ func TestRecorder_EMFLinesAreValidEMFWithEveryMetric(t *testing.T) {
 	if l.Namespace != "Shardloop" || l.Timestamp != 1_800_000_000_000 {
 		t.Fatalf("namespace %q timestamp %d", l.Namespace, l.Timestamp)
 	}
-	if fmt.Sprint(l.Dimensions) != "[[Stream] [Stream Shard]]" || l.Dims["Stream"] != "orders" || l.Dims["Shard"] != "shardId-000000000001" {
-		t.Fatalf("dimensions %v values %v", l.Dimensions, l.Dims)
+	if l.Dims["Stream"] != "orders" || l.Dims["Shard"] != "shardId-000000000001" {
+		t.Fatalf("dimension values %v", l.Dims)
 	}
 	want := map[string]float64{
 		"RecordsDelivered": 100, "Batches": 1, "TargetErrors": 1, "GivenUpBatches": 1, "GivenUpRecords": 7,
@@ -217,6 +224,13 @@ func TestRecorder_EMFLinesAreValidEMFWithEveryMetric(t *testing.T) {
 		t.Fatalf("values %v\nwant   %v", l.Values, want)
 	}
 	for name := range want {
+		wantDims := "[[Stream] [Stream Shard]]"
+		if name == "RecordsDelivered" || name == "Batches" {
+			wantDims = "[[Stream]]" // one custom metric per shard: see streamOnly
+		}
+		if l.Dimensions[name] != wantDims {
+			t.Errorf("dimensions of %s = %s, want %s", name, l.Dimensions[name], wantDims)
+		}
 		wantUnit := "Count"
 		if name == "MillisBehindLatest" {
 			wantUnit = "Milliseconds"
