@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,6 +135,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 		host.add("target", bins.Target, 2, 10*time.Second, env(
 			"E2E_RECORD_FILE="+received,
 			"E2E_FAIL_EVERY=7", // a partial batch failure now and then
+			"E2E_DELAY=200ms",  // received, not yet settled: the kill lands here
 		)),
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -177,26 +179,34 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 
 	children := splitInTheMiddle(ctx, t, kin, stream, "shardId-000000000001")
 	t.Logf("split shardId-000000000001 into %v", children)
-	mustWave(3)
-
-	// Kill shard 0's loop in the middle of delivering wave 3: once the
-	// target has seen the wave's first records from that shard.
-	waitFor(ctx, t, 20*time.Second, "delivery of wave 3 from shardId-000000000000", func() bool {
-		for _, r := range readReceived(t, received) {
-			if r.W == 3 && r.ShardID == "shardId-000000000000" {
-				return true
+	// Kill shard 0's loop in the middle of a batch: while the target has a
+	// batch of that shard in hand (it records it, then sleeps E2E_DELAY
+	// before answering), so the batch is delivered but not checkpointed.
+	inFlight := make(chan struct{}, 1)
+	host.setWatch(func(name string, payload []byte) {
+		if name == "target" && bytes.Contains(payload, []byte(`"eventID":"shardId-000000000000:`)) {
+			select {
+			case inFlight <- struct{}{}:
+			default:
 			}
 		}
-		return false
 	})
+	mustWave(3)
+	select {
+	case <-inFlight:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no batch of shardId-000000000000 reached the target within 20 s of wave 3")
+	}
+	host.setWatch(nil)
 	killCtx, killCancel := context.WithTimeout(ctx, 20*time.Second)
-	killed, err := sfn.killMidRead(killCtx, "shardId-000000000000")
+	killed, midRead, err := sfn.killMidRead(killCtx, "shardId-000000000000")
 	killCancel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	killedAt := time.Now()
-	t.Logf("killed execution %s (owner %s) of %s inside its Read, after %d iterations", killed.Name, killed.Owner, killed.Shard, killed.Iterations)
+	t.Logf("killed execution %s (owner %s) of %s after %d iterations; its shardreader was killed inside a Read: %v",
+		killed.Name, killed.Owner, killed.Shard, killed.Iterations, midRead)
 
 	time.Sleep(time.Second)
 	mustWave(4)
@@ -244,6 +254,24 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 
 	got := readReceived(t, received)
 	checkDelivery(t, p, got)
+	// The batch in the target's hands when the loop died was never
+	// settled: its new owner must deliver it again.
+	redelivered := map[string]bool{}
+	firstAt := map[string]int64{}
+	for _, r := range got {
+		if r.ShardID != killed.Shard {
+			continue
+		}
+		if f, ok := firstAt[r.id()]; !ok {
+			firstAt[r.id()] = r.At
+		} else if f < took.Started.UnixMilli() && r.At >= took.Started.UnixMilli() {
+			redelivered[r.id()] = true
+		}
+	}
+	t.Logf("the new owner of %s delivered again %d records the killed loop had delivered", killed.Shard, len(redelivered))
+	if midRead && len(redelivered) == 0 {
+		t.Errorf("the loop of %s died with a batch unsettled, yet its new owner delivered none of its records again", killed.Shard)
+	}
 	checkLeases(ctx, t, store, stream, killed, children)
 	t.Logf("whole test: %s", time.Since(began).Round(time.Millisecond))
 }
@@ -296,6 +324,7 @@ type receivedRecord struct {
 	Seq          string `json:"seq"`
 	PartitionKey string `json:"partitionKey"`
 	Data         string `json:"data"`
+	At           int64  `json:"at"`
 	Failed       bool   `json:"failed"`
 
 	Key string `json:"-"`
@@ -506,7 +535,7 @@ func splitInTheMiddle(ctx context.Context, t testing.TB, kin *kinesis.Client, st
 	return children
 }
 
-// waitFor polls cond every 250 ms until it holds, failing after limit.
+// waitFor polls cond every 50 ms until it holds, failing after limit.
 func waitFor(ctx context.Context, t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
@@ -514,6 +543,6 @@ func waitFor(ctx context.Context, t testing.TB, limit time.Duration, what string
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			t.Fatalf("no %s within %s", what, limit)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }

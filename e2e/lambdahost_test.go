@@ -35,6 +35,36 @@ type instance struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process exited
 	url  string
+	gen  uint64 // counts the invokes handed this instance
+}
+
+// claim is one invoke's hold on an instance.
+type claim struct {
+	in  *instance
+	gen uint64
+}
+
+// claim marks the instance as serving a new invoke.
+func (in *instance) claim() claim {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.gen++
+	return claim{in, in.gen}
+}
+
+// kill kills the instance only while it still serves this claim's invoke,
+// so a kill that comes late never hits the next caller's invoke. It
+// reports whether it killed.
+func (c claim) kill() bool {
+	c.in.mu.Lock()
+	if c.in.gen != c.gen || c.in.cmd == nil {
+		c.in.mu.Unlock()
+		return false
+	}
+	done := c.in.signalLocked()
+	c.in.mu.Unlock()
+	<-done
+	return true
 }
 
 // start launches the emulator on two fresh loopback ports and waits until it
@@ -120,16 +150,24 @@ func (in *instance) alive() bool {
 // function in a process group of its own: that group is killed first.
 func (in *instance) kill() {
 	in.mu.Lock()
-	cmd, done := in.cmd, in.done
+	done := in.signalLocked()
 	in.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
+	<-done
+}
+
+// signalLocked sends the kills and returns the channel closed on exit.
+func (in *instance) signalLocked() <-chan struct{} {
+	if in.cmd == nil || in.cmd.Process == nil {
+		closed := make(chan struct{})
+		close(closed)
+		return closed
 	}
-	for _, child := range childPids(cmd.Process.Pid) {
+	pid := in.cmd.Process.Pid
+	for _, child := range childPids(pid) {
 		killGroup(child)
 	}
-	killGroup(cmd.Process.Pid)
-	<-done
+	killGroup(pid)
+	return in.done
 }
 
 // post sends one invoke to the emulator. The request is not tied to the
@@ -175,7 +213,7 @@ type result struct {
 // invoke runs one synchronous invoke on an idle instance, restarting it
 // first if it died (a cold start). acquired, when set, learns which instance
 // serves the invoke before it is sent.
-func (p *pool) invoke(ctx context.Context, payload []byte, acquired func(*instance)) (result, error) {
+func (p *pool) invoke(ctx context.Context, payload []byte, acquired func(claim)) (result, error) {
 	var in *instance
 	select {
 	case in = <-p.free:
@@ -183,13 +221,14 @@ func (p *pool) invoke(ctx context.Context, payload []byte, acquired func(*instan
 		return result{}, ctx.Err()
 	}
 	defer func() { p.free <- in }()
+	cl := in.claim()
 	if !in.alive() {
 		if err := in.start(); err != nil {
 			return result{}, err
 		}
 	}
 	if acquired != nil {
-		acquired(in)
+		acquired(cl)
 	}
 	status, body, err := in.post(ctx, payload)
 	if err != nil {
@@ -238,6 +277,14 @@ type lambdaHost struct {
 	mu     sync.Mutex
 	closed bool
 	procs  []*instance
+	watch  func(name string, payload []byte) // sees each sync invoke once an instance has it
+}
+
+// setWatch installs (or, with nil, removes) the watch.
+func (h *lambdaHost) setWatch(f func(name string, payload []byte)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.watch = f
 }
 
 func newLambdaHost(t testing.TB, bins binaries, logDir string) *lambdaHost {
@@ -330,7 +377,14 @@ func (h *lambdaHost) handleInvoke(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	res, err := p.invoke(r.Context(), payload, nil)
+	res, err := p.invoke(r.Context(), payload, func(claim) {
+		h.mu.Lock()
+		watch := h.watch
+		h.mu.Unlock()
+		if watch != nil {
+			watch(name, payload)
+		}
+	})
 	if err != nil {
 		// The instance crashed or is gone: a Lambda service error, which
 		// the SDK retries.
@@ -355,7 +409,7 @@ func writeLambdaError(w http.ResponseWriter, status int, typ, msg string) {
 
 // invoke is a synchronous invoke from inside the test (the state machine's
 // Lambda task, the schedule).
-func (h *lambdaHost) invoke(ctx context.Context, name string, payload []byte, acquired func(*instance)) (result, error) {
+func (h *lambdaHost) invoke(ctx context.Context, name string, payload []byte, acquired func(claim)) (result, error) {
 	p, ok := h.pool(name)
 	if !ok {
 		return result{}, fmt.Errorf("no function %q", name)

@@ -141,7 +141,7 @@ type execution struct {
 	iterations int
 	lastReason string
 	err        error
-	current    *instance // serving the Read in flight
+	current    *claim // the instance serving the Read in flight
 	killed     bool
 }
 
@@ -337,9 +337,9 @@ func (f *fakeSFN) read(e *execution, state json.RawMessage) (json.RawMessage, er
 		if killed {
 			return nil, errKilled
 		}
-		res, err := f.host.invoke(f.ctx, f.readerFn, state, func(in *instance) {
+		res, err := f.host.invoke(f.ctx, f.readerFn, state, func(c claim) {
 			e.mu.Lock()
-			e.current = in
+			e.current = &c
 			e.mu.Unlock()
 		})
 		e.mu.Lock()
@@ -372,25 +372,28 @@ func (f *fakeSFN) read(e *execution, state json.RawMessage) (json.RawMessage, er
 // killMidRead waits until a running execution of shard is inside a Read,
 // then kills the emulator serving it (the loop's Lambda sandbox dies) and
 // stops driving the execution, so that its lease expires unrenewed.
-func (f *fakeSFN) killMidRead(ctx context.Context, shard string) (execInfo, error) {
+func (f *fakeSFN) killMidRead(ctx context.Context, shard string) (info execInfo, midRead bool, err error) {
 	for {
 		for _, e := range f.snapshotExecs() {
 			e.mu.Lock()
-			in := e.current
-			ok := e.Shard == shard && e.status == running && in != nil && e.iterations >= 1
+			c := e.current
+			ok := e.Shard == shard && e.status == running && c != nil
 			if ok {
 				e.killed = true
 			}
 			e.mu.Unlock()
 			if ok {
-				in.kill()
+				// If the Read ended just now, the claim no longer holds and
+				// nothing is killed: the execution stops anyway, and its
+				// lease expires the same way.
+				midRead = c.kill()
 				e.finish(aborted, errKilled)
-				return e.info(), nil
+				return e.info(), midRead, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return execInfo{}, fmt.Errorf("no execution of %s inside a Read to kill: %w", shard, ctx.Err())
+			return execInfo{}, false, fmt.Errorf("no execution of %s inside a Read to kill: %w", shard, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

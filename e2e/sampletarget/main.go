@@ -3,9 +3,14 @@
 // events.KinesisEventResponse out) that records what it received.
 //
 // Each invocation appends one JSON line per record (shard id, sequence
-// number, partition key, data) to the file named by E2E_RECORD_FILE, in one
+// number, partition key, data, receipt time) to the file named by
+// E2E_RECORD_FILE, in one
 // O_APPEND write per record set, so that several instances can share the
 // file and a set is never interleaved with another.
+//
+// E2E_DELAY (optional, a Go duration) is slept after the record set is
+// written and before the answer: a loop killed then has delivered records it
+// has not checkpointed, which its successor must deliver again.
 //
 // E2E_FAIL_EVERY=N (optional) makes every Nth invocation of an instance
 // report its middle record in batchItemFailures, so the reader's partial
@@ -22,6 +27,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -33,6 +39,7 @@ type Received struct {
 	Seq          string `json:"seq"`
 	PartitionKey string `json:"partitionKey"`
 	Data         string `json:"data"`
+	At           int64  `json:"at"` // receipt, Unix milliseconds
 	// Failed is true for the record this invocation reported failed.
 	Failed bool `json:"failed,omitempty"`
 }
@@ -40,6 +47,7 @@ type Received struct {
 type handler struct {
 	path      string
 	failEvery int
+	delay     time.Duration
 	calls     int // invocations of this instance; Lambda runs one at a time
 }
 
@@ -49,6 +57,7 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 	if h.failEvery > 0 && h.calls%h.failEvery == 0 && len(ev.Records) > 1 {
 		failAt = len(ev.Records) / 2
 	}
+	now := time.Now().UnixMilli()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for i, r := range ev.Records {
@@ -58,6 +67,7 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 			Seq:          r.Kinesis.SequenceNumber,
 			PartitionKey: r.Kinesis.PartitionKey,
 			Data:         string(r.Kinesis.Data),
+			At:           now,
 			Failed:       i == failAt,
 		}); err != nil {
 			return events.KinesisEventResponse{}, err
@@ -73,6 +83,12 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 	}
 	if werr != nil {
 		return events.KinesisEventResponse{}, fmt.Errorf("record %d records: %w", len(ev.Records), werr)
+	}
+	if h.delay > 0 {
+		select {
+		case <-time.After(h.delay):
+		case <-ctx.Done():
+		}
 	}
 	var resp events.KinesisEventResponse
 	if failAt >= 0 {
@@ -94,6 +110,14 @@ func main() {
 			os.Exit(1)
 		}
 		h.failEvery = n
+	}
+	if v := os.Getenv("E2E_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			fmt.Fprintf(os.Stderr, "E2E_DELAY=%q: want a Go duration\n", v)
+			os.Exit(1)
+		}
+		h.delay = d
 	}
 	lambda.Start(h.handle)
 }
