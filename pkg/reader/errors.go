@@ -41,16 +41,24 @@ func (e *InvalidError) Error() string {
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // AggregatedRecordError reports a KPL-aggregated record (data prefix
-// F3 89 9A C2) that was not delivered. It matches ErrAggregatedRecord.
+// F3 89 9A C2) that was not delivered: de-aggregation is off, or the record
+// is corrupt (Err says how). It matches ErrAggregatedRecord.
 type AggregatedRecordError struct {
 	Stream  string
 	ShardID string
 	Seq     string
+	Err     error // why de-aggregation failed; nil when it is off
 }
 
 func (e *AggregatedRecordError) Error() string {
-	return fmt.Sprintf("reader: %s %s seq %s: KPL-aggregated record not delivered (de-aggregation is not supported)", e.Stream, e.ShardID, e.Seq)
+	if e.Err != nil {
+		return fmt.Sprintf("reader: %s %s seq %s: KPL-aggregated record not delivered: %v", e.Stream, e.ShardID, e.Seq, e.Err)
+	}
+	return fmt.Sprintf("reader: %s %s seq %s: KPL-aggregated record not delivered (de-aggregation is off)", e.Stream, e.ShardID, e.Seq)
 }
+
+// Unwrap returns the decoding error, if any.
+func (e *AggregatedRecordError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrAggregatedRecord.
 func (e *AggregatedRecordError) Is(target error) bool { return target == ErrAggregatedRecord }

@@ -18,7 +18,11 @@ import (
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
-func TestMain(m *testing.M) { os.Exit(testaws.Main(m)) }
+func TestMain(m *testing.M) {
+	code := testaws.Main(m)
+	stopGoAWS()
+	os.Exit(code)
+}
 
 // env is one stream on kinesis-local and one lease table on dynalite.
 type env struct {

@@ -51,6 +51,14 @@ type LambdaOptions struct {
 //     {"errorMessage","errorType"} body on a 200 answer, or the text "Task
 //     timed out after …": the whole request failed (FunctionError).
 //
+// User records of a de-aggregated KPL record (Batch.Subs) keep their
+// parent's sequenceNumber, as the KPL's own de-aggregation presents them;
+// their kinesis object adds "subSequenceNumber" (and "explicitHashKey" when
+// set), the fields the kinesis-aggregation libraries use, and their eventID
+// is shardId:sequenceNumber:subSequenceNumber, so each is unique. A
+// batchItemFailures itemIdentifier names the parent's sequence number and
+// fails the whole aggregate from its first user record.
+//
 // A batch whose JSON would exceed MaxPayload is split into several
 // requests, sent in order; a record that alone exceeds it is a
 // RecordTooLargeError naming the record.
@@ -87,7 +95,31 @@ func NewLambdaTarget(client LambdaInvoker, function string, optFns ...func(*Lamb
 	return &LambdaTarget{client: client, function: function, opts: o}, nil
 }
 
-// Event builds the Kinesis event Lambda's own trigger would send for b.
+// FunctionInfo returns the function as configured and the version it runs
+// ("$LATEST" without a qualifier), for on-failure records.
+func (t *LambdaTarget) FunctionInfo() (arn, version string) {
+	if t.opts.Qualifier != "" {
+		return t.function, t.opts.Qualifier
+	}
+	return t.function, "$LATEST"
+}
+
+// subRecord is the JSON of a user record of a de-aggregated KPL record: the
+// event record whose kinesis object has two more fields.
+type subRecord struct {
+	events.KinesisEventRecord
+	Kinesis subKinesis `json:"kinesis"`
+}
+
+type subKinesis struct {
+	events.KinesisRecord
+	SubSequenceNumber int64  `json:"subSequenceNumber"`
+	ExplicitHashKey   string `json:"explicitHashKey,omitempty"`
+}
+
+// Event builds the Kinesis event Lambda's own trigger would send for b
+// (without the sub-record fields of de-aggregated records, which Deliver
+// adds).
 func (t *LambdaTarget) Event(b Batch) events.KinesisEvent {
 	ev := events.KinesisEvent{Records: make([]events.KinesisEventRecord, len(b.Records))}
 	for i, r := range b.Records {
@@ -130,7 +162,13 @@ func (t *LambdaTarget) Deliver(ctx context.Context, b Batch) (int, error) {
 	sizes := make([]int, len(ev.Records))
 	parts := make([][]byte, len(ev.Records))
 	for i, r := range ev.Records {
-		p, err := json.Marshal(r)
+		var v any = r
+		if sub := b.Sub(i); sub.Aggregated {
+			r.EventID = fmt.Sprintf("%s:%d", r.EventID, sub.SubSequenceNumber)
+			ev.Records[i].EventID = r.EventID
+			v = subRecord{KinesisEventRecord: r, Kinesis: subKinesis{KinesisRecord: r.Kinesis, SubSequenceNumber: sub.SubSequenceNumber, ExplicitHashKey: sub.ExplicitHashKey}}
+		}
+		p, err := json.Marshal(v)
 		if err != nil {
 			return 0, fmt.Errorf("reader: marshal record %s: %w", r.EventID, err)
 		}
@@ -217,7 +255,9 @@ func (t *LambdaTarget) settled(out *lambda.InvokeOutput, recs []events.KinesisEv
 	}
 	index := make(map[string]int, len(recs))
 	for i, r := range recs {
-		index[r.Kinesis.SequenceNumber] = i
+		if _, dup := index[r.Kinesis.SequenceNumber]; !dup { // user records of one aggregate share it
+			index[r.Kinesis.SequenceNumber] = i
+		}
 	}
 	first := len(recs)
 	for _, f := range resp.BatchItemFailures {

@@ -34,6 +34,13 @@ const (
 	DefaultMaxReadErrors = 11
 	DefaultRetryMin      = 100 * time.Millisecond
 	DefaultRetryMax      = 10 * time.Second
+	// MaxRetryAttemptsLimit is the largest MaxRetryAttempts, as Lambda's.
+	MaxRetryAttemptsLimit = 10000
+	// MaxBatchingWindow is the longest BatchingWindow, as Lambda's.
+	MaxBatchingWindow = 300 * time.Second
+	// MaxBatchBytes ends a batching window early: a batch of this much data
+	// fills one Lambda request.
+	MaxBatchBytes = MaxLambdaPayload
 	// IteratorMaxAge is how old a stored iterator may be and still be used:
 	// Kinesis expires iterators 5 minutes after issue; 30 s are kept spare.
 	IteratorMaxAge = 4*time.Minute + 30*time.Second
@@ -75,6 +82,42 @@ type Options struct {
 	// RetryMin and RetryMax bound the exponential backoff between
 	// deliveries of a batch the target did not settle. Defaults 100 ms, 10 s.
 	RetryMin, RetryMax time.Duration
+
+	// The failure policy (docs/failure-policy.md). The zero values keep the
+	// default: retry a failing batch until it settles or leaves the stream,
+	// blocking the shard, with nothing given up.
+
+	// MaxRetryAttempts, when set and not negative, gives a failing batch up
+	// after that many retries (so N+1 deliveries), like Lambda's
+	// MaximumRetryAttempts (0 to 10000). nil or negative: retry until the
+	// records settle or expire from the stream (default). RetryAttempts(n)
+	// builds the pointer.
+	MaxRetryAttempts *int
+	// MaxRecordAge, when positive, gives records up instead of delivering
+	// them once they are older than this by ApproximateArrivalTimestamp (and
+	// Clock), like Lambda's MaximumRecordAgeInSeconds. 0: no limit (default).
+	MaxRecordAge time.Duration
+	// BisectOnError splits a failed delivery of more than one record in
+	// halves and delivers each half on its own, down to single records, so a
+	// bad record is isolated and only it is given up. Splits do not count as
+	// retries. Default false.
+	BisectOnError bool
+	// OnFailure receives a FailureRecord for each batch given up, before the
+	// checkpoint moves past it; a failed send is retried and nothing is
+	// checkpointed until it succeeded. nil: a given-up batch is only logged
+	// at error level and reported to Hooks.BatchGivenUp (default).
+	OnFailure Destination
+	// BatchingWindow, when positive, keeps reading after a read that returned
+	// fewer than BatchSize records, until BatchSize records or MaxBatchBytes
+	// are gathered or the window has passed since the first record was read,
+	// then delivers them as one batch. At most MaxBatchingWindow. 0: deliver
+	// what each read returned (default).
+	BatchingWindow time.Duration
+	// Deaggregate decodes KPL-aggregated records into their user records
+	// (Batch.Subs tells them apart); a corrupt one is still reported as an
+	// AggregatedRecordError. false: aggregated records are reported and
+	// skipped (default).
+	Deaggregate bool
 
 	// Clock returns the time. Default time.Now.
 	Clock func() time.Time
@@ -166,8 +209,31 @@ func (o *Options) validate() error {
 		return bad("MaxReadErrors", o.MaxReadErrors, "at least 1")
 	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
 		return bad("RetryMax", o.RetryMax, "at least RetryMin ("+o.RetryMin.String()+")")
+	case o.MaxRetryAttempts != nil && *o.MaxRetryAttempts > MaxRetryAttemptsLimit:
+		return bad("MaxRetryAttempts", *o.MaxRetryAttempts, fmt.Sprintf("-1 (no limit) or 0 to %d", MaxRetryAttemptsLimit))
+	case o.MaxRecordAge < 0:
+		return bad("MaxRecordAge", o.MaxRecordAge, "0 (no limit) or a positive duration")
+	case o.BatchingWindow < 0 || o.BatchingWindow > MaxBatchingWindow:
+		return bad("BatchingWindow", o.BatchingWindow, "0 to "+MaxBatchingWindow.String())
 	}
 	return nil
+}
+
+// RetryAttempts returns a MaxRetryAttempts of n: nil (no limit) when n is
+// negative.
+func RetryAttempts(n int) *int {
+	if n < 0 {
+		return nil
+	}
+	return &n
+}
+
+// retryLimit is MaxRetryAttempts, -1 for no limit.
+func (o *Options) retryLimit() int {
+	if o.MaxRetryAttempts == nil || *o.MaxRetryAttempts < 0 {
+		return -1
+	}
+	return *o.MaxRetryAttempts
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -204,6 +270,12 @@ type Hooks interface {
 	LeaseLost(stream, shardID, owner string)
 	// ShardEnd: SHARD_END was checkpointed.
 	ShardEnd(stream, shardID string)
+	// BatchGivenUp: records (Kinesis records, not sub-records) were given up
+	// under the failure policy; reason is the on-failure condition
+	// (ConditionRetryAttemptsExhausted or ConditionRecordAgeExceeded). Called
+	// once the checkpoint may move past them: after the on-failure
+	// destination accepted the record, or at once when there is none.
+	BatchGivenUp(stream, shardID string, records int, reason string)
 }
 
 // NopHooks does nothing; embed it to implement part of Hooks.
@@ -217,5 +289,6 @@ func (NopHooks) AggregatedRecord(*AggregatedRecordError)  {}
 func (NopHooks) MillisBehindLatest(string, string, int64) {}
 func (NopHooks) LeaseLost(string, string, string)         {}
 func (NopHooks) ShardEnd(string, string)                  {}
+func (NopHooks) BatchGivenUp(string, string, int, string) {}
 
 var _ Hooks = NopHooks{}

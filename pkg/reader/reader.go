@@ -66,6 +66,15 @@ type State struct {
 	// Records and Batches count what this loop delivered.
 	Records int64 `json:"records"`
 	Batches int64 `json:"batches"`
+
+	// FailingSeq and FailedAttempts carry a failing batch's retry count
+	// across runs: the delivery starting at FailingSeq failed FailedAttempts
+	// times. Empty and 0 when nothing is failing.
+	FailingSeq     string `json:"failingSeq"`
+	FailedAttempts int    `json:"failedAttempts"`
+	// GivenUp counts the Kinesis records this loop gave up under the
+	// failure policy.
+	GivenUp int64 `json:"givenUp"`
 }
 
 // kplMagic starts every record the Kinesis Producer Library aggregated.
@@ -225,22 +234,76 @@ func (r *run) loop(parent context.Context) State {
 		if out.MillisBehindLatest != nil {
 			r.o.Hooks.MillisBehindLatest(r.st.Stream, r.st.ShardID, *out.MillisBehindLatest)
 		}
-		if len(out.Records) > 0 && r.st.FirstSequence == "" {
-			r.st.FirstSequence = aws.ToString(out.Records[0].SequenceNumber)
+		recs, next := out.Records, out.NextShardIterator
+		if len(recs) > 0 && r.st.FirstSequence == "" {
+			r.st.FirstSequence = aws.ToString(recs[0].SequenceNumber)
 		}
-		if !r.deliver(out.Records) {
+		if r.o.BatchingWindow > 0 && len(recs) > 0 && len(recs) < int(r.o.BatchSize) && next != nil {
+			recs, next, issued = r.fill(recs, next, issued)
+		}
+		if !r.deliver(recs) {
 			// Stopped with records unsettled: reopen after the checkpoint.
 			r.st.Iterator, r.st.IteratorIssuedAt = "", 0
 			continue
 		}
-		if out.NextShardIterator == nil {
+		if next == nil {
 			return r.shardEnd(parent, true)
 		}
-		r.st.Iterator, r.st.IteratorIssuedAt = *out.NextShardIterator, issued.UnixMilli()
-		if len(out.Records) == 0 {
+		r.st.Iterator, r.st.IteratorIssuedAt = *next, issued.UnixMilli()
+		if len(recs) == 0 {
 			r.wait(r.o.PollInterval)
 		}
 	}
+}
+
+// minReadGap keeps the reads of a batching window within the shard's 5
+// GetRecords calls per second.
+const minReadGap = 200 * time.Millisecond
+
+// fill gathers a batch for BatchingWindow: after a read that returned
+// fewer than BatchSize records (recs, read with an iterator issued at
+// first), it reads again every PollInterval (at least 200 ms apart) with the
+// next iterator, until BatchSize records or MaxBatchBytes are gathered, the
+// window since the first read has passed or the next read would end past
+// it, the shard ends, a read fails (the main loop retries it), or the run
+// must stop. It returns the records, the next iterator and when it was
+// issued.
+func (r *run) fill(recs []types.Record, next *string, first time.Time) ([]types.Record, *string, time.Time) {
+	until := minTime(first.Add(r.o.BatchingWindow), r.stopAt)
+	issued := first
+	size := 0
+	for _, rec := range recs {
+		size += len(rec.Data) + len(aws.ToString(rec.PartitionKey))
+	}
+	gap := max(r.o.PollInterval, minReadGap)
+	for len(recs) < int(r.o.BatchSize) && size < MaxBatchBytes && next != nil {
+		if !r.o.Clock().Add(gap).Before(until) {
+			break
+		}
+		r.wait(gap)
+		if r.isLost() || r.ctx.Err() != nil {
+			break
+		}
+		at := r.o.Clock()
+		out, err := r.o.Kinesis.GetRecords(r.ctx, &kinesis.GetRecordsInput{
+			ShardIterator: next,
+			Limit:         aws.Int32(r.o.BatchSize - int32(len(recs))),
+			StreamARN:     nonEmpty(r.st.StreamARN),
+		})
+		if err != nil {
+			r.log.Debug("read in a batching window failed; delivering what was gathered", "err", err)
+			break
+		}
+		if out.MillisBehindLatest != nil {
+			r.o.Hooks.MillisBehindLatest(r.st.Stream, r.st.ShardID, *out.MillisBehindLatest)
+		}
+		for _, rec := range out.Records {
+			size += len(rec.Data) + len(aws.ToString(rec.PartitionKey))
+		}
+		recs = append(recs, out.Records...)
+		next, issued = out.NextShardIterator, at
+	}
+	return recs, next, issued
 }
 
 // position is where to reopen when there is no iterator to use: after
@@ -314,74 +377,275 @@ func (r *run) readFailed(parent context.Context, what string, err error) (stop S
 	return State{}, true
 }
 
-// deliver hands records to the target until every one settled, checkpointing
-// as they do. It returns false when the run must stop (lease lost, deadline)
-// with records unsettled. Aggregated records are reported, not delivered;
-// the checkpoint moves past them.
+// unit is what settles as one: a Kinesis record, or every user record of a
+// de-aggregated one. Checkpoints, bisection and giving up work on units.
+type unit struct {
+	kin  types.Record   // the Kinesis record
+	recs []types.Record // what the target gets
+	subs []Sub          // nil for a plain record
+	ckpt string         // the checkpoint once this unit settled
+}
+
+func (u unit) seq() string { return aws.ToString(u.kin.SequenceNumber) }
+
+// units turns a GetRecords batch into units. Aggregated records that are
+// not delivered (de-aggregation off, or corrupt) are reported and passed:
+// ckpt of the unit before the next deliverable one covers them.
+func (r *run) units(records []types.Record) []unit {
+	var us []unit
+	for i, rec := range records {
+		seq := aws.ToString(rec.SequenceNumber)
+		switch {
+		case !IsAggregated(rec.Data):
+			us = append(us, unit{kin: rec, recs: records[i : i+1 : i+1]})
+		case r.o.Deaggregate:
+			urs, err := Deaggregate(rec.Data)
+			if err != nil {
+				r.aggregated(seq, err)
+				break
+			}
+			if len(urs) == 0 {
+				break // an empty aggregate: nothing to deliver
+			}
+			u := unit{kin: rec, recs: make([]types.Record, len(urs)), subs: make([]Sub, len(urs))}
+			for j, ur := range urs {
+				u.recs[j] = types.Record{
+					Data: ur.Data, PartitionKey: aws.String(ur.PartitionKey), SequenceNumber: rec.SequenceNumber,
+					ApproximateArrivalTimestamp: rec.ApproximateArrivalTimestamp, EncryptionType: rec.EncryptionType,
+				}
+				u.subs[j] = Sub{Aggregated: true, SubSequenceNumber: int64(j), ExplicitHashKey: ur.ExplicitHashKey}
+			}
+			us = append(us, u)
+		default:
+			r.aggregated(seq, nil)
+		}
+		if len(us) > 0 {
+			us[len(us)-1].ckpt = seq
+		}
+	}
+	return us
+}
+
+func (r *run) aggregated(seq string, err error) {
+	e := &AggregatedRecordError{Stream: r.st.Stream, ShardID: r.st.ShardID, Seq: seq, Err: err}
+	r.log.Error("aggregated record skipped; checkpoint moves past it", "seq", seq, "err", e)
+	r.o.Hooks.AggregatedRecord(e)
+}
+
+// batch is what the target gets for us.
+func (r *run) batch(us []unit) Batch {
+	b := Batch{Stream: r.st.Stream, StreamARN: r.st.StreamARN, ShardID: r.st.ShardID}
+	subs := false
+	for _, u := range us {
+		b.Records = append(b.Records, u.recs...)
+		subs = subs || u.subs != nil
+	}
+	if subs {
+		b.Subs = make([]Sub, 0, len(b.Records))
+		for _, u := range us {
+			if u.subs != nil {
+				b.Subs = append(b.Subs, u.subs...)
+			} else {
+				b.Subs = append(b.Subs, Sub{})
+			}
+		}
+	}
+	return b
+}
+
+// settledUnits is how many leading units n settled records cover whole, and
+// how many records they hold.
+func settledUnits(us []unit, n int) (units, records int) {
+	for _, u := range us {
+		if records+len(u.recs) > n {
+			break
+		}
+		records += len(u.recs)
+		units++
+	}
+	return units, records
+}
+
+// deliver hands records to the target until every one settled or was given
+// up under the failure policy, checkpointing as they do. It returns false
+// when the run must stop (lease lost, deadline) with records unsettled.
+// Aggregated records are de-aggregated (Options.Deaggregate) or reported
+// and passed.
+//
+// The failure policy (docs/failure-policy.md): the records not yet settled
+// of a failed delivery are delivered again after a backoff. With
+// BisectOnError, a failed delivery of more than one unit is split in halves
+// instead, each delivered on its own (the first, then the second), without
+// counting a retry. Each failed delivery that is not split counts an attempt
+// for what is left; past MaxRetryAttempts retries it is given up. Records
+// older than MaxRecordAge are given up before any delivery.
 func (r *run) deliver(records []types.Record) bool {
 	if len(records) == 0 {
 		return true
 	}
 	began := r.o.Clock()
-	// ckpt[i] is the checkpoint once send[:i+1] settled: the record just
-	// before the next deliverable one, so skipped records are passed too.
-	var send []types.Record
-	var ckpt []string
-	for _, rec := range records {
-		seq := aws.ToString(rec.SequenceNumber)
-		if IsAggregated(rec.Data) {
-			e := &AggregatedRecordError{Stream: r.st.Stream, ShardID: r.st.ShardID, Seq: seq}
-			r.log.Error("aggregated record skipped; checkpoint moves past it", "seq", seq, "err", e)
-			r.o.Hooks.AggregatedRecord(e)
-		} else {
-			send = append(send, rec)
-			ckpt = append(ckpt, "")
-		}
-		if len(ckpt) > 0 {
-			ckpt[len(ckpt)-1] = seq
-		}
-	}
+	us := r.units(records)
 	last := aws.ToString(records[len(records)-1].SequenceNumber)
-	if len(send) == 0 {
+	if len(us) == 0 {
 		return r.checkpoint(last)
 	}
-	ckpt[len(ckpt)-1] = last
+	us[len(us)-1].ckpt = last
 
-	done, attempt := 0, 0
-	for done < len(send) {
-		if r.isLost() || r.ctx.Err() != nil || (attempt > 0 && !r.o.Clock().Before(r.stopAt)) {
+	limit := r.o.retryLimit()
+	done, end := 0, len(us) // delivering us[done:end]
+	var halves []int        // ends of the halves still to deliver after this one
+	attempts := r.carried(us, done, end)
+	fails := 0 // failed deliveries since the last progress, for the backoff
+	var lastErr error
+	for done < len(us) {
+		if done >= end { // this window is settled: the next half, or the rest
+			end = len(us)
+			if k := len(halves); k > 0 {
+				end, halves = halves[k-1], halves[:k-1]
+			}
+			attempts, lastErr = r.carried(us, done, end), nil
+		}
+		troubled := fails > 0 || len(halves) > 0 || attempts > 0
+		if r.isLost() || r.ctx.Err() != nil || (troubled && !r.o.Clock().Before(r.stopAt)) {
 			return false
 		}
-		b := Batch{Stream: r.st.Stream, StreamARN: r.st.StreamARN, ShardID: r.st.ShardID, Records: send[done:]}
+		if k := r.expired(us[done:end]); k > 0 {
+			if !r.giveUp(us[done:done+k], ConditionRecordAgeExceeded, lastErr, attempts) {
+				return false
+			}
+			done += k
+			continue
+		}
+		if limit >= 0 && attempts > limit {
+			if !r.giveUp(us[done:end], ConditionRetryAttemptsExhausted, lastErr, attempts) {
+				return false
+			}
+			done = end
+			continue
+		}
+
+		b := r.batch(us[done:end])
 		n, err := r.o.Target.Deliver(r.ctx, b)
-		n = max(0, min(n, len(b.Records)))
-		if n > 0 {
-			done += n
-			attempt = 0
-			r.st.Records += int64(n)
-			r.o.Hooks.RecordsDelivered(r.st.Stream, r.st.ShardID, n)
-			if !r.checkpoint(ckpt[done-1]) {
+		k, nrec := settledUnits(us[done:end], max(0, min(n, len(b.Records))))
+		if k > 0 {
+			r.settled(us[done : done+k])
+			done += k
+			fails = 0
+			r.st.Records += int64(nrec)
+			r.o.Hooks.RecordsDelivered(r.st.Stream, r.st.ShardID, nrec)
+			if !r.checkpoint(us[done-1].ckpt) {
 				return false
 			}
 		}
-		if done == len(send) {
-			break
+		if done >= end {
+			continue
 		}
 		if r.isLost() {
 			return false
 		}
 		if err == nil {
-			err = fmt.Errorf("reader: target settled %d of %d records: %w", n, len(b.Records), ErrPartial)
+			err = fmt.Errorf("reader: target settled %d of %d records: %w", nrec, len(b.Records), ErrPartial)
 		}
-		attempt++
-		wait := backoff(r.o.RetryMin, r.o.RetryMax, attempt)
-		r.log.Warn("target failed; retrying the unsettled records", "seq", aws.ToString(send[done].SequenceNumber), "attempt", attempt, "wait", wait, "err", err)
+		lastErr = err
+		fails++
 		r.o.Hooks.TargetError(r.st.Stream, r.st.ShardID, err)
+		if r.o.BisectOnError && end-done > 1 {
+			mid := done + (end-done+1)/2
+			halves = append(halves, end)
+			end = mid
+			attempts = r.carried(us, done, end)
+			r.log.Warn("target failed; delivering the first half on its own", "seq", us[done].seq(), "records", mid-done, "err", err)
+			r.wait(r.o.RetryMin)
+			continue
+		}
+		attempts++
+		r.st.FailingSeq, r.st.FailedAttempts = us[done].seq(), attempts
+		if limit >= 0 && attempts > limit {
+			continue // given up at the top of the loop
+		}
+		wait := backoff(r.o.RetryMin, r.o.RetryMax, fails)
+		r.log.Warn("target failed; retrying the unsettled records", "seq", us[done].seq(), "attempt", attempts, "wait", wait, "err", err)
 		r.wait(wait)
 	}
 	r.st.Batches++
 	r.o.Hooks.Batch(r.st.Stream, r.st.ShardID, len(records), r.o.Clock().Sub(began))
 	return true
+}
+
+// carried is the failed-delivery count a delivery of us[done:end] starts
+// with: the one the state carries when it names the same first record (and,
+// when bisecting, only for a single unit: splits do not count).
+func (r *run) carried(us []unit, done, end int) int {
+	if r.st.FailingSeq == "" || r.st.FailingSeq != us[done].seq() || (r.o.BisectOnError && end-done > 1) {
+		return 0
+	}
+	return r.st.FailedAttempts
+}
+
+// settled forgets a retry count carried for one of us.
+func (r *run) settled(us []unit) {
+	if r.st.FailingSeq == "" {
+		return
+	}
+	for _, u := range us {
+		if u.seq() == r.st.FailingSeq {
+			r.st.FailingSeq, r.st.FailedAttempts = "", 0
+			return
+		}
+	}
+}
+
+// expired counts the leading units older than MaxRecordAge.
+func (r *run) expired(us []unit) int {
+	if r.o.MaxRecordAge <= 0 {
+		return 0
+	}
+	now := r.o.Clock()
+	k := 0
+	for _, u := range us {
+		t := u.kin.ApproximateArrivalTimestamp
+		if t == nil || now.Sub(*t) <= r.o.MaxRecordAge {
+			break
+		}
+		k++
+	}
+	return k
+}
+
+// giveUp gives us up: it sends their on-failure record to the destination
+// (retrying until it is accepted), or logs them at error level when there is
+// none, reports them to Hooks.BatchGivenUp, and checkpoints past them. It
+// returns false when the run must stop first: nothing was checkpointed.
+func (r *run) giveUp(us []unit, cond string, lastErr error, attempts int) bool {
+	recs := make([]types.Record, len(us))
+	for i, u := range us {
+		recs[i] = u.kin
+	}
+	fr := newFailureRecord(r.o.Clock(), cond, recs, r.batch(nil), r.st.Owner, r.o.Target, lastErr, attempts)
+	attrs := []any{"condition", cond, "first_seq", fr.KinesisBatchInfo.StartSequenceNumber, "last_seq", fr.KinesisBatchInfo.EndSequenceNumber,
+		"records", len(recs), "attempts", attempts, "err", lastErr}
+	if r.o.OnFailure != nil {
+		for try := 1; ; try++ {
+			if r.isLost() || r.ctx.Err() != nil || (try > 1 && !r.o.Clock().Before(r.stopAt)) {
+				return false
+			}
+			err := r.o.OnFailure.Send(r.ctx, fr)
+			if err == nil {
+				break
+			}
+			wait := backoff(r.o.RetryMin, r.o.RetryMax, try)
+			r.log.Error("on-failure destination refused the record of a given-up batch; retrying, nothing checkpointed past it",
+				append(attrs, "send_err", err, "wait", wait)...)
+			r.wait(wait)
+		}
+		r.log.Error("batch given up; its on-failure record was sent", append(attrs, "request_id", fr.RequestContext.RequestID)...)
+	} else {
+		r.log.Error("batch given up and skipped; no on-failure destination is set", attrs...)
+	}
+	r.settled(us)
+	r.st.GivenUp += int64(len(recs))
+	r.o.Hooks.BatchGivenUp(r.st.Stream, r.st.ShardID, len(recs), cond)
+	return r.checkpoint(us[len(us)-1].ckpt)
 }
 
 // checkpoint writes seq unless the lease is lost. A store error other than

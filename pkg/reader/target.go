@@ -12,6 +12,29 @@ type Batch struct {
 	StreamARN string
 	ShardID   string
 	Records   []types.Record
+	// Subs is nil unless the batch holds user records of de-aggregated KPL
+	// records (Options.Deaggregate); then Subs[i] describes Records[i]. A
+	// user record carries its parent's SequenceNumber, arrival time and
+	// encryption, and its own partition key and data.
+	Subs []Sub
+}
+
+// Sub tells a user record of a de-aggregated KPL record from a plain one.
+type Sub struct {
+	// Aggregated: Records[i] is a user record of an aggregate.
+	Aggregated bool
+	// SubSequenceNumber is its index in the aggregate, from 0.
+	SubSequenceNumber int64
+	// ExplicitHashKey is its explicit hash key, if the producer set one.
+	ExplicitHashKey string
+}
+
+// Sub returns what Subs says of record i (the zero Sub for a plain record).
+func (b Batch) Sub(i int) Sub {
+	if i < len(b.Subs) {
+		return b.Subs[i]
+	}
+	return Sub{}
 }
 
 // Target receives batches of records.
@@ -22,7 +45,9 @@ type Batch struct {
 // settle; it never checkpoints past an unsettled record. A count below
 // len(b.Records) with a nil error is a partial success (batchItemFailures);
 // with an error, the first n records still count as settled (a split batch
-// whose first request succeeded).
+// whose first request succeeded). The user records of one KPL aggregate
+// settle together: a count that ends inside an aggregate settles only the
+// records before it.
 //
 // Deliver must return when ctx ends; the reader cancels ctx when it loses
 // the lease or reaches its deadline.

@@ -1,0 +1,504 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+)
+
+func TestRun_OnFailure_PoisonRecordAfterTwoRetriesLandsInTheDestinationAndTheShardMovesOn(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqs", "sns"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1)
+			seqs := e.putN(t, "a", 10)
+			e.setStart(t, e.shards[0], "horizon")
+			poison := seqs[3]
+			var mu sync.Mutex
+			var got []string
+			calls := 0
+			// A Lambda handler that fails on the poison record: with a
+			// function error when the batch starts with it, else with
+			// batchItemFailures naming it.
+			lt := newLambdaTarget(t, handler(t, func(ev events.KinesisEvent) (*lambda.InvokeOutput, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				for i, r := range ev.Records {
+					if r.Kinesis.SequenceNumber == poison {
+						calls++
+						if i == 0 {
+							return ok(`{"errorMessage":"cannot parse record","errorType":"ParseError"}`), nil
+						}
+						return ok(fmt.Sprintf(`{"batchItemFailures":[{"itemIdentifier":%q}]}`, poison)), nil
+					}
+					got = append(got, string(r.Kinesis.Data))
+				}
+				return ok(`{}`), nil
+			}))
+			var arn, url string
+			if kind == "sqs" {
+				arn, url = newQueue(t)
+			} else {
+				arn, url = newTopic(t)
+			}
+			h := &gaveUp{}
+			o := e.opts(lt)
+			o.BatchSize, o.MaxRetryAttempts, o.OnFailure, o.Hooks = 5, RetryAttempts(2), destination(t, arn), h
+			st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(got) >= 8
+			})
+
+			mu.Lock()
+			want := slices.Concat(values("a", 10)[:3], values("a", 10)[5:])
+			if !slices.Equal(got, want) || calls != 3 {
+				t.Errorf("delivered %v with %d deliveries of the poison; want %v and 3 (1 + 2 retries)", got, calls, want)
+			}
+			mu.Unlock()
+			frs := received(t, url)
+			if len(frs) != 1 {
+				t.Fatalf("destination got %d records, want 1: %+v", len(frs), frs)
+			}
+			fr := frs[0]
+			bi := fr.KinesisBatchInfo
+			if bi.ShardID != e.shards[0] || bi.StartSequenceNumber != seqs[3] || bi.EndSequenceNumber != seqs[4] || bi.BatchSize != 2 {
+				t.Errorf("batch info %+v, want shard %s, %s to %s, 2 records", bi, e.shards[0], seqs[3], seqs[4])
+			}
+			if bi.ApproximateArrivalOfFirstRecord == "" || bi.ApproximateArrivalOfLastRecord == "" {
+				t.Errorf("batch info %+v lacks arrival times", bi)
+			}
+			rc := fr.RequestContext
+			if rc.Condition != ConditionRetryAttemptsExhausted || rc.ApproximateInvokeCount != 3 || rc.FunctionARN != "target-fn" || rc.RequestID == "" {
+				t.Errorf("request context %+v", rc)
+			}
+			if fr.ResponseContext != (FailureResponse{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: "Unhandled"}) {
+				t.Errorf("response context %+v", fr.ResponseContext)
+			}
+			if fr.Version != "1.0" || fr.Shardloop.Stream != e.stream || fr.Shardloop.Attempts != 3 || !strings.Contains(fr.Shardloop.Error, "cannot parse record") {
+				t.Errorf("record %+v", fr)
+			}
+			if _, err := time.Parse(time.RFC3339, fr.Timestamp); err != nil {
+				t.Errorf("timestamp %q: %v", fr.Timestamp, err)
+			}
+			if st.Checkpoint != seqs[9] || e.row(t, e.shards[0]).Checkpoint != seqs[9] {
+				t.Errorf("checkpoint %s, want past every record (%s)", st.Checkpoint, seqs[9])
+			}
+			if g := h.all(); !slices.Equal(g, []string{"2 RetryAttemptsExhausted"}) || st.GivenUp != 2 {
+				t.Errorf("BatchGivenUp %v, state givenUp %d", g, st.GivenUp)
+			}
+		})
+	}
+}
+
+func TestRun_OnFailure_DestinationDownCheckpointsNothingUntilTheSendSucceeds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	seqs := e.putN(t, "a", 3)
+	e.setStart(t, e.shards[0], "horizon")
+	s := &sink{fail: func(b Batch) (int, error) { return 0, errors.New("always fails") }}
+	var sends atomic.Int32
+	var sent []FailureRecord
+	up := make(chan struct{})
+	dest := DestinationFunc(func(ctx context.Context, fr FailureRecord) error {
+		sends.Add(1)
+		select {
+		case <-up:
+			sent = append(sent, fr)
+			return nil
+		default:
+			return errors.New("queue unreachable")
+		}
+	})
+	spy := &spyStore{Store: e.store}
+	o := e.opts(s)
+	o.MaxRetryAttempts, o.OnFailure, o.Store = RetryAttempts(0), dest, spy
+	st := e.state(e.shards[0], "A")
+	for sends.Load() < 4 {
+		next, err := Run(t.Context(), o, st)
+		if err != nil || !next.Continue {
+			t.Fatalf("Run = %+v, %v", next, err)
+		}
+		st = next
+	}
+	for _, op := range spy.ops() {
+		if strings.HasPrefix(op, "checkpoint") {
+			t.Fatalf("%s while the destination refused the record", op)
+		}
+	}
+	close(up)
+	st = runUntil(t, o, st, func() bool { return len(sent) > 0 })
+	if st.Checkpoint != seqs[2] || len(sent) != 1 || sent[0].KinesisBatchInfo.BatchSize != 3 {
+		t.Fatalf("checkpoint %s, sent %+v", st.Checkpoint, sent)
+	}
+}
+
+func TestRun_OnFailure_NoDestinationLogsAtErrorLevelAndCallsBatchGivenUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	seqs := e.putN(t, "a", 4)
+	e.setStart(t, e.shards[0], "horizon")
+	s := &sink{fail: func(b Batch) (int, error) {
+		if string(b.Records[0].Data) == "a-00001" {
+			return 0, errors.New("bad record")
+		}
+		return 1, nil // one at a time
+	}}
+	logs := &logBuffer{}
+	h := &gaveUp{}
+	o := e.opts(s)
+	o.MaxRetryAttempts, o.Hooks = RetryAttempts(1), h
+	o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return len(h.all()) > 0 })
+	// Without bisect, a-00001 is given up with what follows it in its batch.
+	if g := h.all(); len(g) != 1 || !strings.HasSuffix(g[0], " RetryAttemptsExhausted") {
+		t.Fatalf("BatchGivenUp %v", g)
+	}
+	var found bool
+	for _, l := range logs.lines(t, "ERROR") {
+		if strings.Contains(l["msg"].(string), "given up") {
+			found = true
+			if l["stream"] != e.stream || l["shard_id"] != e.shards[0] || l["first_seq"] != seqs[1] || l["last_seq"] != seqs[3] ||
+				l["records"] != float64(3) || l["attempts"] != float64(2) || !strings.Contains(fmt.Sprint(l["err"]), "bad record") {
+				t.Errorf("give-up log %v", l)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no error-level log of the given-up batch in %v", logs.lines(t, "ERROR"))
+	}
+	if got := s.data(); !slices.Equal(got, []string{"a-00000"}) {
+		t.Errorf("delivered %v", got)
+	}
+}
+
+func TestRun_RetryAttemptsUnlimitedBlocksTheShardKeepsTheLeaseAndLosesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	seqs := e.putN(t, "a", 6)
+	e.setStart(t, e.shards[0], "horizon")
+	var healed atomic.Bool
+	var poisonCalls atomic.Int32
+	s := &sink{fail: func(b Batch) (int, error) {
+		for i, r := range b.Records {
+			if string(r.Data) == "a-00002" && !healed.Load() {
+				poisonCalls.Add(1)
+				return i, errors.New("poison")
+			}
+		}
+		return len(b.Records), nil
+	}}
+	var sends atomic.Int32
+	o := e.opts(s)
+	o.OnFailure = DestinationFunc(func(context.Context, FailureRecord) error { sends.Add(1); return nil })
+	o.RunLength = 400 * time.Millisecond
+	st := e.state(e.shards[0], "A")
+	for range 4 {
+		next, err := Run(t.Context(), o, st)
+		if err != nil || !next.Continue {
+			t.Fatalf("Run = %+v, %v", next, err)
+		}
+		st = next
+		if row := e.row(t, e.shards[0]); row.Owner != "A" || row.Checkpoint != seqs[1] {
+			t.Fatalf("row %+v: want owner A and the checkpoint before the poison (%s)", row, seqs[1])
+		}
+	}
+	if n := poisonCalls.Load(); n < 10 || st.FailingSeq != seqs[2] || st.FailedAttempts < int(n)-1 {
+		t.Errorf("%d deliveries of the poison, state failing %s × %d: want many, carried across runs", n, st.FailingSeq, st.FailedAttempts)
+	}
+	healed.Store(true)
+	st = runUntil(t, o, st, func() bool { return s.len() >= 6 })
+	if got := s.data(); !slices.Equal(got, values("a", 6)) || sends.Load() != 0 || st.GivenUp != 0 {
+		t.Errorf("delivered %v, %d on-failure sends, given up %d: want everything, none", got, sends.Load(), st.GivenUp)
+	}
+	if st.FailingSeq != "" || st.FailedAttempts != 0 {
+		t.Errorf("state still carries failing %s × %d", st.FailingSeq, st.FailedAttempts)
+	}
+}
+
+func TestRun_Bisect_IsolatesOneBadRecordInABatchOf100(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	seqs := e.putN(t, "a", 100)
+	e.setStart(t, e.shards[0], "horizon")
+	bad := "a-00037"
+	var deliveries atomic.Int32
+	s := &sink{fail: func(b Batch) (int, error) {
+		deliveries.Add(1)
+		for _, r := range b.Records {
+			if string(r.Data) == bad {
+				return 0, errors.New("function error") // the whole batch fails
+			}
+		}
+		return len(b.Records), nil
+	}}
+	var sent []FailureRecord
+	var mu sync.Mutex
+	o := e.opts(s)
+	o.BatchSize, o.BisectOnError, o.MaxRetryAttempts = 100, true, RetryAttempts(1)
+	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, fr)
+		return nil
+	})
+	o.RunLength = 3 * time.Second
+	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return s.len() >= 99 })
+	want := slices.DeleteFunc(values("a", 100), func(v string) bool { return v == bad })
+	if got := s.data(); !slices.Equal(got, want) {
+		t.Fatalf("delivered %d records %v, want the 99 good ones in order", len(got), got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 1 || sent[0].KinesisBatchInfo.StartSequenceNumber != seqs[37] || sent[0].KinesisBatchInfo.EndSequenceNumber != seqs[37] ||
+		sent[0].KinesisBatchInfo.BatchSize != 1 || sent[0].RequestContext.ApproximateInvokeCount != 2 {
+		t.Fatalf("on-failure records %+v, want one for %s alone after 2 deliveries", sent, seqs[37])
+	}
+	if st.Checkpoint != seqs[99] {
+		t.Errorf("checkpoint %s, want %s", st.Checkpoint, seqs[99])
+	}
+	t.Logf("%d deliveries to isolate one bad record in 100", deliveries.Load())
+}
+
+func TestRun_RecordAge_OlderRecordsAreGivenUpWithoutDelivery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	seqs := e.putN(t, "old", 5)
+	e.setStart(t, e.shards[0], "horizon")
+	clock := &offsetClock{}
+	clock.set(2 * time.Minute) // the records are two minutes old
+	s := &sink{}
+	var sent []FailureRecord
+	h := &gaveUp{}
+	o := e.opts(s)
+	o.Clock, o.MaxRecordAge, o.Hooks = clock.now, time.Minute, h
+	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error { sent = append(sent, fr); return nil })
+	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return len(sent) > 0 })
+	if s.len() != 0 || len(sent) != 1 {
+		t.Fatalf("delivered %v, sent %+v", s.data(), sent)
+	}
+	fr := sent[0]
+	if fr.RequestContext.Condition != ConditionRecordAgeExceeded || fr.RequestContext.ApproximateInvokeCount != 0 ||
+		fr.KinesisBatchInfo.StartSequenceNumber != seqs[0] || fr.KinesisBatchInfo.EndSequenceNumber != seqs[4] || fr.KinesisBatchInfo.BatchSize != 5 {
+		t.Errorf("on-failure record %+v", fr)
+	}
+	if g := h.all(); !slices.Equal(g, []string{"5 RecordAgeExceeded"}) || st.Checkpoint != seqs[4] {
+		t.Errorf("BatchGivenUp %v, checkpoint %s", g, st.Checkpoint)
+	}
+	clock.set(0)
+	e.putN(t, "new", 3)
+	runUntil(t, o, st, func() bool { return s.len() >= 3 })
+	if got := s.data(); !slices.Equal(got, values("new", 3)) || len(sent) != 1 {
+		t.Errorf("delivered %v, %d on-failure records", got, len(sent))
+	}
+}
+
+func TestRun_BatchingWindow_FillsFewerFullerBatchesNoLaterThanTheWindow(t *testing.T) {
+	t.Parallel()
+	const n, window = 24, 500 * time.Millisecond
+	type batch struct {
+		size    int
+		latency time.Duration // delivery time less the first record's arrival
+	}
+	run := func(t *testing.T, w time.Duration) []batch {
+		e := newEnv(t, 1)
+		e.setStart(t, e.shards[0], "horizon")
+		var mu sync.Mutex
+		var batches []batch
+		total := 0
+		o := e.opts(FuncTarget(func(_ context.Context, b Batch) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			batches = append(batches, batch{len(b.Records), time.Since(*b.Records[0].ApproximateArrivalTimestamp)})
+			total += len(b.Records)
+			return len(b.Records), nil
+		}))
+		o.BatchSize, o.BatchingWindow, o.PollInterval = 100, w, 30*time.Millisecond
+		o.RunLength = 2 * time.Second // a run's end closes a window early
+		go func() {
+			for i := range n {
+				e.put(t, []string{"k"}, []string{fmt.Sprintf("r-%02d", i)})
+				time.Sleep(40 * time.Millisecond)
+			}
+		}()
+		runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return total >= n
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return batches
+	}
+	var with, without []batch
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); with = run(t, window) }()
+	go func() { defer wg.Done(); without = run(t, 0) }()
+	wg.Wait()
+	if len(with) == 0 || len(without) < 2*len(with) {
+		t.Fatalf("%d batches with a %s window, %d without: want fewer than half", len(with), window, len(without))
+	}
+	for _, b := range with {
+		// A batch leaves at most one poll interval and two reads after the
+		// window closes; the first record was read up to a poll after it arrived.
+		if b.latency > window+300*time.Millisecond {
+			t.Errorf("a batch of %d left %s after its first record arrived, window %s", b.size, b.latency, window)
+		}
+	}
+	t.Logf("with window: %v; without: %d batches", with, len(without))
+}
+
+func TestRun_Deaggregate_DeliversKPLUserRecordsInOrderWithTheirKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	agg1 := string(aggregate(kplRecord{"k1", "", "u-0"}, kplRecord{"k2", "340282366920938463463374607431768211455", "u-1"}, kplRecord{"k1", "", "u-2"}))
+	agg2 := string(aggregate(kplRecord{"k3", "", "v-0"}, kplRecord{"k4", "", "v-1"}))
+	corrupt := []byte(agg2)
+	corrupt[len(corrupt)-1] ^= 0xff // the MD5 no longer matches
+	seqs := e.put(t, []string{"outer"}, []string{"p-0", agg1, "p-1", string(corrupt), agg2})
+	e.setStart(t, e.shards[0], "horizon")
+
+	var mu sync.Mutex
+	var batches []Batch
+	failed := false
+	h := &recHooks{}
+	o := e.opts(FuncTarget(func(_ context.Context, b Batch) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		batches = append(batches, b)
+		if !failed {
+			failed = true
+			return 3, errors.New("failed in the middle of the first aggregate")
+		}
+		return len(b.Records), nil
+	}))
+	o.Deaggregate, o.Hooks = true, h
+	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(batches) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// First delivery: everything; "settled 3" ends inside agg1, so only p-0
+	// settled and the second delivery starts at agg1's first user record.
+	type rec struct{ data, key, seq string }
+	flat := func(b Batch) (out []rec) {
+		for _, r := range b.Records {
+			out = append(out, rec{string(r.Data), aws.ToString(r.PartitionKey), aws.ToString(r.SequenceNumber)})
+		}
+		return out
+	}
+	want := []rec{{"u-0", "k1", seqs[1]}, {"u-1", "k2", seqs[1]}, {"u-2", "k1", seqs[1]}, {"p-1", "outer", seqs[2]}, {"v-0", "k3", seqs[4]}, {"v-1", "k4", seqs[4]}}
+	if got := flat(batches[0]); !slices.Equal(got, append([]rec{{"p-0", "outer", seqs[0]}}, want...)) {
+		t.Errorf("first delivery %v", got)
+	}
+	if got := flat(batches[1]); !slices.Equal(got, want) {
+		t.Errorf("second delivery %v, want %v (agg1 redelivered whole)", got, want)
+	}
+	wantSubs := []Sub{{true, 0, ""}, {true, 1, "340282366920938463463374607431768211455"}, {true, 2, ""}, {}, {true, 0, ""}, {true, 1, ""}}
+	if !slices.Equal(batches[1].Subs, wantSubs) {
+		t.Errorf("subs %+v, want %+v", batches[1].Subs, wantSubs)
+	}
+	if !slices.Equal(h.aggregated, []string{seqs[3]}) || st.Checkpoint != seqs[4] {
+		t.Errorf("aggregated-record errors %v (want the corrupt %s), checkpoint %s", h.aggregated, seqs[3], st.Checkpoint)
+	}
+}
+
+func TestDeaggregate_RoundTripsAndRefusesCorruptAggregates(t *testing.T) {
+	recs := []kplRecord{{"a", "", "one"}, {"b", "123", "two"}, {"a", "", ""}, {"c", "123", strings.Repeat("x", 300)}}
+	got, err := Deaggregate(aggregate(recs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(recs) {
+		t.Fatalf("%d user records, want %d", len(got), len(recs))
+	}
+	for i, r := range recs {
+		if got[i].PartitionKey != r.key || got[i].ExplicitHashKey != r.ehk || string(got[i].Data) != r.data {
+			t.Errorf("record %d = %+v, want %+v", i, got[i], r)
+		}
+	}
+	good := aggregate(recs...)
+	badSum := slices.Clone(good)
+	badSum[len(badSum)-1]++
+	// A body whose MD5 is right but whose protobuf is cut short.
+	short := good[4 : len(good)-16]
+	short = short[:len(short)-3]
+	sum := md5sum(short)
+	truncated := slices.Concat(kplMagic, short, sum)
+	outOfRange := slices.Concat(kplMagic, appendBytesField(nil, 3, appendBytesField(appendVarintField(nil, 1, 5), 3, []byte("d"))))
+	outOfRange = append(outOfRange, md5sum(outOfRange[4:])...)
+	for name, data := range map[string][]byte{"bad md5": badSum, "truncated": truncated, "key index out of range": outOfRange, "too short": kplMagic} {
+		if _, err := Deaggregate(data); !errors.Is(err, ErrAggregatedRecord) {
+			t.Errorf("%s: err = %v, want ErrAggregatedRecord", name, err)
+		}
+	}
+}
+
+func TestLambdaTarget_Deaggregated_UserRecordsCarrySubSequenceNumbers(t *testing.T) {
+	recs := records("shardId-000000000003", 3, 4)
+	recs[2].SequenceNumber = recs[1].SequenceNumber // two user records of one aggregate
+	b := batchOf(recs)
+	b.Subs = []Sub{{}, {true, 0, ""}, {true, 1, "99"}}
+	var calls int
+	lt := newLambdaTarget(t, invokeFunc(func(_ context.Context, in *lambda.InvokeInput) (*lambda.InvokeOutput, error) {
+		calls++
+		body := string(in.Payload)
+		for _, want := range []string{`"eventID":"shardId-000000000003:` + *recs[1].SequenceNumber + `:0"`, `"subSequenceNumber":1`, `"explicitHashKey":"99"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("payload lacks %s: %s", want, body)
+			}
+		}
+		if strings.Count(body, `"subSequenceNumber"`) != 2 {
+			t.Errorf("payload %s: want subSequenceNumber on the two user records only", body)
+		}
+		// A failure named by the aggregate's sequence number fails it whole.
+		return ok(fmt.Sprintf(`{"batchItemFailures":[{"itemIdentifier":%q}]}`, *recs[1].SequenceNumber)), nil
+	}))
+	n, err := lt.Deliver(t.Context(), b)
+	if n != 1 || err != nil || calls != 1 {
+		t.Fatalf("Deliver = %d, %v", n, err)
+	}
+}
+
+func TestOptions_FailurePolicyValidation(t *testing.T) {
+	cases := map[string]func(*Options){
+		"MaxRetryAttempts": func(o *Options) { o.MaxRetryAttempts = RetryAttempts(10001) },
+		"MaxRecordAge":     func(o *Options) { o.MaxRecordAge = -time.Second },
+		"BatchingWindow":   func(o *Options) { o.BatchingWindow = 301 * time.Second },
+	}
+	for field, set := range cases {
+		o := Options{}
+		o.setDefaults()
+		set(&o)
+		o.Kinesis, o.Store, o.Target = &faultKinesis{}, &spyStore{}, FuncTarget(nil)
+		if err := o.validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: err = %v", field, err)
+		}
+	}
+	if RetryAttempts(-1) != nil || *RetryAttempts(0) != 0 {
+		t.Error("RetryAttempts: -1 is no limit, 0 is zero retries")
+	}
+	for _, arn := range []string{"", "arn:aws:sqs:us-east-1:123456789012", "arn:aws:s3:::bucket", "arn:aws:sqs:us-east-1:123456789012:q/x", "https://sqs.us-east-1.amazonaws.com/1/q"} {
+		if _, err := ParseDestinationARN(arn); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseDestinationARN(%q) = %v, want ErrInvalid", arn, err)
+		}
+	}
+	if a, err := ParseDestinationARN("arn:aws:sns:eu-west-1:123456789012:failures"); err != nil || a.Service != "sns" || a.Resource != "failures" {
+		t.Errorf("ParseDestinationARN = %+v, %v", a, err)
+	}
+}
