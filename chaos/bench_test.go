@@ -1,0 +1,623 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/chaos"
+	"github.com/shardloop/shardloop/internal/faults"
+	"github.com/shardloop/shardloop/pkg/coordinator"
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/runner"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+// startRunner runs one runner at default settings (10 s lease, 3 s renew,
+// 10 s relist, 1 s poll, 60 s runs) over a DynamoDB lease table, tapped for
+// events, until the benchmark ends.
+func startRunner(b *testing.B, kc *kinesis.Client, dc *dynamodb.Client, stream, table string, ev *events, target reader.Target) *runner.Runner {
+	b.Helper()
+	ds, err := lease.NewDynamoStore(dc, table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := runner.New(runner.Options{
+		Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}},
+		Store:         &eventStore{Store: ds, e: ev},
+		Kinesis:       kc,
+		Reader:        reader.Options{Target: target},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+// produceEvery puts one record on each shard every period until ctx ends.
+func produceEvery(ctx context.Context, kc *kinesis.Client, stream string, ss []shards.Shard, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for i := 0; ctx.Err() == nil; i++ {
+		var entries []ktypes.PutRecordsRequestEntry
+		for _, s := range ss {
+			entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String("k"), ExplicitHashKey: aws.String(midHash(s)),
+				Data: []byte(strconv.Itoa(i))})
+		}
+		_, _ = kc.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+func waitUntil(ctx context.Context, timeout time.Duration, ok func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+// failoverSample is one kill and what followed, in seconds from the kill.
+type failoverSample struct {
+	Shard string  `json:"shard"`
+	Round int     `json:"round"`
+	At    float64 `json:"at"`     // kill, seconds from the benchmark's start
+	Lease float64 `json:"expiry"` // the killed owner's lease expiry
+	Take  float64 `json:"take"`   // the coordinator's take for the new owner
+	First float64 `json:"first"`  // the new owner's first delivery
+}
+
+// BenchmarkFailover kills the loops of 8 shards at random moments, three
+// rounds (24 kills), on one runner at default settings, and measures from
+// each death to the first delivery of the shard's new owner.
+func BenchmarkFailover(b *testing.B) {
+	const nShards, rounds = 8, 3
+	kc, dc := startLocal(b)
+	stream, table := "failover", "failover-leases"
+	ss := newStream(b, kc, dc, stream, table, nShards)
+	ev := newEvents()
+	r := startRunner(b, kc, dc, stream, table, ev, ev.target(nil))
+	ctx, stop := context.WithCancel(b.Context())
+	defer stop()
+	go produceEvery(ctx, kc, stream, ss, 250*time.Millisecond)
+	begin := time.Now()
+	if !waitUntil(ctx, 60*time.Second, func() bool {
+		for _, s := range ss {
+			if _, ok := ev.firstDeliveryAfter(s.ID, begin); !ok {
+				return false
+			}
+		}
+		return true
+	}) {
+		b.Fatal("not every shard delivered within 60 s")
+	}
+	rng := rand.New(rand.NewPCG(defaultSeed, 2))
+	var samples []failoverSample
+	var mu sync.Mutex
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for _, s := range ss {
+			delay := time.Duration(rng.Int64N(int64(4 * time.Second)))
+			wg.Go(func() {
+				time.Sleep(delay)
+				owner := r.Kill(stream, s.ID)
+				killed := time.Now()
+				if owner == "" {
+					b.Errorf("round %d: no loop of %s to kill", round, s.ID)
+					return
+				}
+				var first time.Time
+				if !waitUntil(ctx, 90*time.Second, func() bool {
+					var ok bool
+					first, ok = ev.firstDeliveryAfter(s.ID, killed)
+					return ok
+				}) {
+					b.Errorf("round %d: %s not taken over within 90 s", round, s.ID)
+					return
+				}
+				ev.mu.Lock()
+				expiry := ev.renewed[owner].Add(lease.DefaultDuration)
+				var take time.Time
+				for _, t := range ev.takes[s.ID] {
+					if t.at.After(killed) && t.owner != owner {
+						take = t.at
+						break
+					}
+				}
+				ev.mu.Unlock()
+				sec := func(t time.Time) float64 { return t.Sub(begin).Seconds() }
+				mu.Lock()
+				samples = append(samples, failoverSample{Shard: s.ID, Round: round, At: sec(killed), Lease: sec(expiry), Take: sec(take), First: sec(first)})
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second))))
+	}
+	if len(samples) < 20 {
+		b.Fatalf("only %d takeovers measured", len(samples))
+	}
+	var total, toExpiry, toTake, toFirst []float64
+	for _, s := range samples {
+		total = append(total, s.First-s.At)
+		toExpiry = append(toExpiry, s.Lease-s.At)
+		toTake = append(toTake, s.Take-s.Lease)
+		toFirst = append(toFirst, s.First-s.Take)
+	}
+	writeData(b, "failover", samples)
+	fmt.Printf("bench failover_p50_s %.2f s\n", quantile(total, 0.5))
+	fmt.Printf("bench failover_p99_s %.2f s (%d kills; max %.2f s)\n", quantile(total, 0.99), len(total), quantile(total, 1))
+	fmt.Printf("bench failover_breakdown_mean_s kill→expiry %.2f, expiry→take %.2f, take→first delivery %.2f s\n", mean(toExpiry), mean(toTake), mean(toFirst))
+	b.ReportMetric(quantile(total, 0.99), "p99_s")
+}
+
+// childSample is one child's opening.
+type childSample struct {
+	Child    string  `json:"child"`
+	Kind     string  `json:"kind"` // split or merge
+	ShardEnd float64 `json:"shardEnd"`
+	First    float64 `json:"first"`
+}
+
+// BenchmarkChildOpen splits the 4 shards of a stream and merges the
+// children back, three times, with records flowing to every shard, and
+// measures from a parent's SHARD_END checkpoint (the later of two parents
+// for a merge) to the child's first delivery.
+func BenchmarkChildOpen(b *testing.B) {
+	const cycles = 3
+	kc, dc := startLocal(b, "SHARD_LIMIT=200")
+	stream, table := "childopen", "childopen-leases"
+	newStream(b, kc, dc, stream, table, 4)
+	ev := newEvents()
+	startRunner(b, kc, dc, stream, table, ev, ev.target(nil))
+	ctx, stop := context.WithCancel(b.Context())
+	defer stop()
+	begin := time.Now()
+	go func() { // 40 records/s on random hash keys: every open shard gets some
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ctx.Err() == nil; i++ {
+			var entries []ktypes.PutRecordsRequestEntry
+			for j := range 4 {
+				entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprintf("k%d-%d", i, j)), Data: []byte("x")})
+			}
+			_, _ = kc.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+	}()
+	retry := func(op func() error) {
+		for attempt := 0; ; attempt++ {
+			err := op()
+			var inUse *ktypes.ResourceInUseException
+			var limit *ktypes.LimitExceededException
+			if (errors.As(err, &inUse) || errors.As(err, &limit)) && attempt < 100 {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			return
+		}
+	}
+	open := func() []shards.Shard {
+		ls, err := shards.List(ctx, kc, stream)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return slices.DeleteFunc(ls, func(s shards.Shard) bool { return s.Closed() })
+	}
+	var samples []childSample
+	measure := func(kids []shards.Shard, kind string) {
+		if !waitUntil(ctx, 60*time.Second, func() bool {
+			for _, k := range kids {
+				if _, ok := ev.firstDeliveryAfter(k.ID, begin); !ok {
+					return false
+				}
+			}
+			return true
+		}) {
+			b.Fatalf("%s children did not all deliver within 60 s", kind)
+		}
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		for _, k := range kids {
+			var end time.Time
+			for _, p := range k.Parents() {
+				if t := ev.shardEnd[p]; t.After(end) {
+					end = t
+				}
+			}
+			first := ev.deliveries[k.ID][0]
+			samples = append(samples, childSample{Child: k.ID, Kind: kind, ShardEnd: end.Sub(begin).Seconds(), First: first.Sub(begin).Seconds()})
+		}
+	}
+	time.Sleep(3 * time.Second)
+	for range cycles {
+		parents := open()
+		for _, p := range parents {
+			retry(func() error {
+				_, err := kc.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(stream), ShardToSplit: aws.String(p.ID), NewStartingHashKey: aws.String(midHash(p))})
+				return err
+			})
+		}
+		var kids []shards.Shard
+		waitUntil(ctx, 10*time.Second, func() bool { kids = open(); return len(kids) == 2*len(parents) })
+		measure(kids, "split")
+		time.Sleep(2 * time.Second)
+		var merged []string
+		for _, p := range parents {
+			var pair []shards.Shard
+			for _, k := range kids {
+				if k.ParentID == p.ID && k.AdjacentParentID == "" {
+					pair = append(pair, k)
+				}
+			}
+			if len(pair) != 2 {
+				b.Fatalf("split of %s: %d children open", p.ID, len(pair))
+			}
+			retry(func() error {
+				_, err := kc.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(stream), ShardToMerge: aws.String(pair[0].ID), AdjacentShardToMerge: aws.String(pair[1].ID)})
+				return err
+			})
+			merged = append(merged, pair[0].ID)
+		}
+		var mkids []shards.Shard
+		waitUntil(ctx, 10*time.Second, func() bool { mkids = open(); return len(mkids) == len(parents) })
+		measure(mkids, "merge")
+		time.Sleep(2 * time.Second)
+	}
+	var all []float64
+	for _, s := range samples {
+		all = append(all, s.First-s.ShardEnd)
+	}
+	writeData(b, "childopen", samples)
+	fmt.Printf("bench child_open_p50_s %.2f s\n", quantile(all, 0.5))
+	fmt.Printf("bench child_open_p99_s %.2f s (%d children; max %.2f s)\n", quantile(all, 0.99), len(all), quantile(all, 1))
+	b.ReportMetric(quantile(all, 0.99), "p99_s")
+}
+
+// BenchmarkDeliverLatency puts single records at random moments on the 8
+// idle shards of a stream read at the default 1 s poll interval, and
+// measures from the moment PutRecord was called to the target's call.
+func BenchmarkDeliverLatency(b *testing.B) {
+	const nShards, perShard = 8, 25
+	kc, dc := startLocal(b)
+	stream, table := "latency", "latency-leases"
+	ss := newStream(b, kc, dc, stream, table, nShards)
+	ev := newEvents()
+	var mu sync.Mutex
+	var lat []float64
+	var measuring atomic.Bool
+	target := ev.target(func(bt reader.Batch, now time.Time) {
+		if !measuring.Load() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range bt.Records {
+			if ns, err := strconv.ParseInt(string(r.Data), 10, 64); err == nil {
+				lat = append(lat, now.Sub(time.Unix(0, ns)).Seconds())
+			}
+		}
+	})
+	startRunner(b, kc, dc, stream, table, ev, target)
+	ctx := b.Context()
+	begin := time.Now()
+	for _, s := range ss { // warm up: every loop running and delivering
+		if _, err := putTo(ctx, kc, stream, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !waitUntil(ctx, 60*time.Second, func() bool {
+		for _, s := range ss {
+			if _, ok := ev.firstDeliveryAfter(s.ID, begin); !ok {
+				return false
+			}
+		}
+		return true
+	}) {
+		b.Fatal("not every shard delivered within 60 s")
+	}
+	time.Sleep(2 * time.Second)
+	measuring.Store(true)
+	var wg sync.WaitGroup
+	var putLat []float64
+	for i, s := range ss {
+		rng := rand.New(rand.NewPCG(defaultSeed, uint64(10+i)))
+		wg.Go(func() {
+			for range perShard {
+				time.Sleep(800*time.Millisecond + time.Duration(rng.Int64N(int64(1200*time.Millisecond))))
+				sent, err := putTo(ctx, kc, stream, s)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				putLat = append(putLat, time.Since(sent).Seconds())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	waitUntil(ctx, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(lat) >= nShards*perShard })
+	mu.Lock()
+	defer mu.Unlock()
+	writeData(b, "latency", lat)
+	fmt.Printf("bench deliver_latency_p50_s %.3f s\n", quantile(lat, 0.5))
+	fmt.Printf("bench deliver_latency_p99_s %.3f s (%d records; PutRecord itself p50 %.3f s)\n", quantile(lat, 0.99), len(lat), quantile(putLat, 0.5))
+	b.ReportMetric(quantile(lat, 0.99), "p99_s")
+}
+
+// countingKinesis counts the coordinator's Kinesis requests.
+type countingKinesis struct {
+	*kinesis.Client
+	n atomic.Int64
+}
+
+func (c *countingKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	c.n.Add(1)
+	return c.Client.ListShards(ctx, in, optFns...)
+}
+
+func (c *countingKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	c.n.Add(1)
+	return c.Client.DescribeStreamSummary(ctx, in, optFns...)
+}
+
+func (c *countingKinesis) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
+	c.n.Add(1)
+	return c.Client.CreateStream(ctx, in, optFns...)
+}
+
+// countingDynamo counts DynamoDB requests by operation.
+type countingDynamo struct {
+	lease.DynamoAPI
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingDynamo) add(op string) {
+	c.mu.Lock()
+	c.n[op]++
+	c.mu.Unlock()
+}
+
+func (c *countingDynamo) total() (n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range c.n {
+		n += v
+	}
+	return n
+}
+
+func (c *countingDynamo) reset() { c.mu.Lock(); c.n = map[string]int{}; c.mu.Unlock() }
+
+func (c *countingDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.add("UpdateItem")
+	return c.DynamoAPI.UpdateItem(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.add("GetItem")
+	return c.DynamoAPI.GetItem(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.add("BatchGetItem")
+	return c.DynamoAPI.BatchGetItem(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.add("Scan")
+	return c.DynamoAPI.Scan(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.add("DeleteItem")
+	return c.DynamoAPI.DeleteItem(ctx, in, optFns...)
+}
+
+// BenchmarkCoordinatorPass times coordinator passes over a stream of 1,000
+// shards on kinesis-local (SHARD_LIMIT raised) with the lease table on
+// dynalite, counting the requests each pass makes: the first pass of a
+// subscription (records the start on every row and takes every lease) and
+// a steady pass (every lease held), the one repeated every 10 s.
+func BenchmarkCoordinatorPass(b *testing.B) {
+	const nShards = 1000
+	kc, dc := startLocal(b, "SHARD_LIMIT=2000")
+	stream, table := "pass", "pass-leases"
+	newStream(b, kc, dc, stream, table, nShards)
+	ck := &countingKinesis{Client: kc}
+	cd := &countingDynamo{DynamoAPI: dc, n: map[string]int{}}
+	store, err := lease.NewDynamoStore(cd, table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var started atomic.Int64
+	c, err := coordinator.New(coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}},
+		store, ck, coordinator.StarterFunc(func(context.Context, coordinator.Loop) error { started.Add(1); return nil }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	pass := func() (time.Duration, int64, int, string) {
+		ck.n.Store(0)
+		cd.reset()
+		t0 := time.Now()
+		if _, err := c.Pass(ctx); err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(t0)
+		cd.mu.Lock()
+		detail := fmt.Sprint(cd.n)
+		cd.mu.Unlock()
+		return took, ck.n.Load(), cd.total(), detail
+	}
+	t1, k1, d1, det1 := pass()
+	if started.Load() != nShards {
+		b.Fatalf("first pass started %d loops, want %d", started.Load(), nShards)
+	}
+	var steady []float64
+	var k2 int64
+	var d2 int
+	var det2 string
+	for range 3 { // leases last 10 s: three steady passes fit
+		var t time.Duration
+		t, k2, d2, det2 = pass()
+		steady = append(steady, t.Seconds())
+	}
+	if started.Load() != nShards {
+		b.Fatalf("steady passes started %d more loops", started.Load()-nShards)
+	}
+	fmt.Printf("bench coordinator_pass_s %.2f s (1,000 shards, every lease held; median of 3; %d Kinesis and %d DynamoDB requests %s)\n", quantile(steady, 0.5), k2, d2, det2)
+	fmt.Printf("bench coordinator_pass_kinesis_requests %d requests\n", k2)
+	fmt.Printf("bench coordinator_pass_dynamodb_requests %d requests\n", d2)
+	fmt.Printf("bench coordinator_first_pass_s %.2f s (startup of 1,000 shards: %d Kinesis and %d DynamoDB requests %s)\n", t1.Seconds(), k1, d1, det1)
+}
+
+// Prices used by the cost model: us-east-1 on-demand list prices, checked
+// on 2026-11-30 (docs/benchmarks.md names the sources).
+const (
+	priceLambdaGBs        = 0.0000133334 // arm64, per GB-second
+	priceLambdaRequest    = 0.20 / 1e6
+	priceTransition       = 0.025 / 1000 // Step Functions Standard
+	priceWRU              = 0.625 / 1e6  // DynamoDB on-demand
+	priceRRU              = 0.125 / 1e6
+	shardReaderMemoryGB   = 128.0 / 1024 // the construct's default
+	transitionsPerRun     = 2            // Read (Task) and Decide (Choice)
+	secondsPerMonth       = 30 * 24 * 3600
+	defaultMaxIterations  = 500 // a ContinueAsNew every 500 runs: +1 transition
+	shardReaderMemoryNote = "128 MB"
+)
+
+// BenchmarkCost runs 8 shards for 75 s on one runner at default settings
+// (60 s runs, 1 s poll, 3 s renewals, 10 s relist), 4 idle and 4 taking one
+// record a second, counts what a deployment is billed for (shardreader
+// invocations and their duration, state transitions, lease writes and the
+// coordinator's lease reads) and prices a shard-month.
+func BenchmarkCost(b *testing.B) {
+	const nShards, window = 8, 75 * time.Second
+	kc, dc := startLocal(b)
+	stream, table := "cost", "cost-leases"
+	ss := newStream(b, kc, dc, stream, table, nShards)
+	ev := newEvents()
+	startRunner(b, kc, dc, stream, table, ev, ev.target(nil))
+	ctx, stop := context.WithCancel(b.Context())
+	defer stop()
+	busy := ss[nShards/2:]
+	go produceEvery(ctx, kc, stream, busy, time.Second)
+	begin := time.Now()
+	time.Sleep(window)
+	end := time.Now()
+	stop()
+
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	// Every loop is inside a run all the time (the reader waits inside its
+	// invocation), so a run lasts from one reader take to the next.
+	var runs []float64
+	for _, starts := range ev.runs {
+		for i := 1; i < len(starts); i++ {
+			runs = append(runs, starts[i].Sub(starts[i-1]).Seconds())
+		}
+	}
+	if len(runs) == 0 {
+		b.Fatal("no complete run measured")
+	}
+	run := mean(runs)
+	var loopSeconds float64
+	for _, starts := range ev.runs {
+		loopSeconds += end.Sub(starts[0]).Seconds()
+	}
+	perShardSecond := func(name string) float64 { return float64(ev.calls[name]) / loopSeconds }
+	passSeconds := end.Sub(begin).Seconds()
+	// The coordinator reads every listed shard's row once a pass (1 RRU
+	// each, strongly consistent, rows under 4 KB).
+	rruPerShardSecond := float64(ev.calls["coord.GetMany.items"]) / float64(nShards) / passSeconds
+	busyCkpt := perShardSecond("reader.Checkpoint") * float64(nShards) / float64(len(busy))
+	model := func(ckptPerSecond float64) (float64, string) {
+		invocations := secondsPerMonth / run
+		compute := invocations * run * shardReaderMemoryGB * priceLambdaGBs
+		requests := invocations * priceLambdaRequest
+		transitions := invocations * (transitionsPerRun + 1.0/defaultMaxIterations) * priceTransition
+		writes := (perShardSecond("reader.Renew") + perShardSecond("reader.Take") + perShardSecond("reader.Release") + ckptPerSecond) * secondsPerMonth * priceWRU
+		reads := rruPerShardSecond * secondsPerMonth * priceRRU
+		total := compute + requests + transitions + writes + reads
+		return total, fmt.Sprintf("compute %.2f + invocations %.3f + transitions %.2f + lease writes %.2f + lease reads %.3f", compute, requests, transitions, writes, reads)
+	}
+	idle, idleDetail := model(0)
+	busyCost, busyDetail := model(busyCkpt)
+	writeData(b, "cost", map[string]any{"runSeconds": runs, "calls": ev.calls, "loopSeconds": loopSeconds, "windowSeconds": passSeconds})
+	fmt.Printf("bench cost_per_shard_month_usd %.2f usd (idle shard: %s; measured run %.2f s, renewals %.3f/s, coordinator reads %.3f RRU/s per shard)\n",
+		idle, idleDetail, run, perShardSecond("reader.Renew"), rruPerShardSecond)
+	fmt.Printf("bench cost_per_busy_shard_month_usd %.2f usd (1 record/s: %.2f checkpoints/s; %s)\n", busyCost, busyCkpt, busyDetail)
+}
+
+// BenchmarkChaosFullSize is the chaos run at full size: 100,000 records over
+// 60 s on a 6-shard stream, three owners, default lease timings, on
+// moto_server for Kinesis and DynamoDB. It fails when moto_server is
+// missing.
+func BenchmarkChaosFullSize(b *testing.B) {
+	kc, dc := startMoto(b)
+	s := seed(b)
+	rep, err := chaos.Run(b.Context(), chaos.Config{
+		Kinesis: kc, Dynamo: dc, Stream: "chaos-full", Table: "chaos-full-leases",
+		Shards: 6, Runners: 3, Records: 100_000, Produce: 60 * time.Second, Keys: 256, DataSize: 64,
+		Drain:   3 * time.Minute,
+		KillMin: 3 * time.Second, KillMax: 8 * time.Second, MidBatchKill: 0.01,
+		RunLength: 20 * time.Second, BatchSize: 500,
+		KinesisFaults: faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
+		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02},
+		TargetFaults:  faults.TargetRates{Fail: 0.03, Partial: 0.03},
+		Seed:          s,
+		Logf:          b.Logf,
+	})
+	b.Log(rep.Summary())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("bench chaos_lost %d records (of %d produced; seed %d)\n", rep.Lost, rep.Produced, s)
+	fmt.Printf("bench chaos_duplicates_ratio %.4f x (%d duplicates; %d kills, %d faults, max two-owner overlap %.2f s)\n",
+		rep.DuplicateRatio(), rep.Duplicates, len(rep.Kills), total(rep.Faults), rep.MaxOverlap.Seconds())
+	for _, p := range rep.Problems() {
+		b.Error(p)
+	}
+	if rep.Produced < 100_000 {
+		b.Errorf("produced %d records, want 100,000", rep.Produced)
+	}
+}
+
+func total(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
