@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/shardloop/shardloop/internal/handlers"
+	"github.com/shardloop/shardloop/internal/lambdaenv"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/metrics"
@@ -33,6 +35,7 @@ func runCmd(ctx context.Context, args []string) error {
 	batch := fs.Int("batch-size", 100, "records per GetRecords and per target invocation (1-10000)")
 	poll := fs.Duration("poll-interval", reader.DefaultPollInterval, "wait after an empty read")
 	runLen := fs.Duration("run-length", reader.DefaultRunLength, "length of one reader run (one Lambda invocation in AWS)")
+	policy := addPolicyFlags(fs)
 	emf := fs.Bool("metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
 	verbose := fs.Bool("v", false, "debug logs")
 	if err := fs.Parse(args); err != nil {
@@ -43,6 +46,10 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if *batch < 1 || *batch > reader.MaxBatchSize {
 		return usageError{fmt.Sprintf("--batch-size %d: want 1 to %d", *batch, reader.MaxBatchSize)}
+	}
+	ro, err := policy.options(*runLen)
+	if err != nil {
+		return err
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -68,6 +75,9 @@ func runCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	store = lease.WithLag(store, rec.Lag) // shardloop status shows it
+	if ro.OnFailure, err = handlers.OnFailureDestination(policy.destination, cfg); err != nil {
+		return err
+	}
 	var tgt reader.Target = printTarget()
 	if *target != "" {
 		if tgt, err = reader.NewLambdaTarget(lambda.NewFromConfig(cfg), *target, func(o *reader.LambdaOptions) { o.Region = cfg.Region }); err != nil {
@@ -78,7 +88,7 @@ func runCmd(ctx context.Context, args []string) error {
 		Subscriptions: []coordinator.Subscription{{Stream: *stream, Start: *start, CreateShards: *create}},
 		Store:         store,
 		Kinesis:       kinesis.NewFromConfig(cfg),
-		Reader:        reader.Options{Target: tgt, BatchSize: int32(*batch), PollInterval: *poll, RunLength: *runLen, Hooks: rec, Logger: log},
+		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(*batch), PollInterval: *poll, RunLength: *runLen, Hooks: rec, Logger: log}, ro),
 		Logger:        log,
 	})
 	if err != nil {
@@ -86,6 +96,62 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	log.Info("shardloop running; Ctrl-C stops", "stream", *stream, "table", orMemory(*table))
 	return r.Run(ctx)
+}
+
+// policyFlags are the failure policy and batching flags of run, with the
+// shardreader's defaults and limits (docs/failure-policy.md).
+type policyFlags struct {
+	retries     int
+	age         string
+	bisect      bool
+	destination string
+	window      time.Duration
+	deaggregate bool
+}
+
+func addPolicyFlags(fs *flag.FlagSet) *policyFlags {
+	p := &policyFlags{}
+	fs.IntVar(&p.retries, "max-retry-attempts", -1, "give a failing batch up after this many retries (0-10000); -1 retries until the records expire")
+	fs.StringVar(&p.age, "max-record-age", "-1", "give records older than this up (60s-168h); -1 is no limit")
+	fs.BoolVar(&p.bisect, "bisect-on-error", false, "split a failing batch in halves, down to single records, to isolate bad records")
+	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue or SNS topic ARN that gets a record of each batch given up; empty: logged only")
+	fs.DurationVar(&p.window, "batching-window", 0, "keep reading up to this long (0-300s, under --run-length) to fill a batch")
+	fs.BoolVar(&p.deaggregate, "deaggregate", false, "decode KPL-aggregated records into their user records")
+	return p
+}
+
+// options checks the flags and returns them as reader options (without
+// the destination, which needs the SDK config).
+func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
+	var o reader.Options
+	if p.retries < -1 || p.retries > reader.MaxRetryAttemptsLimit {
+		return o, usageError{fmt.Sprintf("--max-retry-attempts %d: want -1 (no limit) or 0 to %d", p.retries, reader.MaxRetryAttemptsLimit)}
+	}
+	o.MaxRetryAttempts = reader.RetryAttempts(p.retries)
+	if p.age != "-1" && p.age != "" {
+		d, err := time.ParseDuration(p.age)
+		if err != nil || d < lambdaenv.MinRecordAge || d > lambdaenv.MaxRecordAge {
+			return o, usageError{fmt.Sprintf("--max-record-age %s: want -1 (no limit) or a duration from %s to %s", p.age, lambdaenv.MinRecordAge, lambdaenv.MaxRecordAge)}
+		}
+		o.MaxRecordAge = d
+	}
+	if p.window < 0 || p.window > reader.MaxBatchingWindow || (p.window > 0 && p.window >= runLength) {
+		return o, usageError{fmt.Sprintf("--batching-window %s: want 0 to %s, shorter than --run-length (%s)", p.window, reader.MaxBatchingWindow, runLength)}
+	}
+	if p.destination != "" {
+		if _, err := reader.ParseDestinationARN(p.destination); err != nil {
+			return o, usageError{fmt.Sprintf("--on-failure-destination %s: want an SQS queue or SNS topic ARN", p.destination)}
+		}
+	}
+	o.BisectOnError, o.BatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate
+	return o, nil
+}
+
+// withPolicy sets p's failure policy and batching fields on o.
+func withPolicy(o, p reader.Options) reader.Options {
+	o.MaxRetryAttempts, o.MaxRecordAge, o.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
+	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
+	return o
 }
 
 func orMemory(table string) string {

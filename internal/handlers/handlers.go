@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	ltypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/shardloop/shardloop/internal/lambdaenv"
 	"github.com/shardloop/shardloop/pkg/coordinator"
@@ -79,10 +81,34 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 		Hooks:         rec,
 		Logger:        log,
 	}
+	p := env.ReaderPolicy()
+	opts.MaxRetryAttempts, opts.MaxRecordAge, opts.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
+	opts.BatchingWindow, opts.Deaggregate = p.BatchingWindow, p.Deaggregate
+	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
+		return nil, err
+	}
 	if env.Coordinator != "" {
 		opts.Nudge = NudgeFunc(lc, env.Coordinator, log)
 	}
 	return &ShardReader{opts: opts, metrics: rec}, nil
+}
+
+// OnFailureDestination returns the reader's on-failure destination for an
+// SQS queue or SNS topic ARN, nil for an empty one. Only the client the ARN
+// names is built; it honours AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_SNS
+// through cfg.
+func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error) {
+	if arn == "" {
+		return nil, nil
+	}
+	a, err := reader.ParseDestinationARN(arn)
+	if err != nil {
+		return nil, err
+	}
+	if a.Service == "sqs" {
+		return reader.NewDestination(arn, sqs.NewFromConfig(cfg), nil)
+	}
+	return reader.NewDestination(arn, nil, sns.NewFromConfig(cfg))
 }
 
 // Handle runs one iteration of the shard loop: the state in, the next state out.

@@ -78,3 +78,18 @@ func TestCountingStarter_CountsLeaseTakesOfStartedLoopsOnly(t *testing.T) {
 		t.Fatalf("LeaseTakes by shard = %v, want s0:2 s1:1 and nothing for the failed start", got)
 	}
 }
+
+func TestOnFailureDestination_BuildsTheClientTheARNNames(t *testing.T) {
+	cfg := aws.Config{Region: "us-east-1"}
+	if d, err := handlers.OnFailureDestination("", cfg); d != nil || err != nil {
+		t.Fatalf("empty ARN: %v, %v; want no destination", d, err)
+	}
+	for _, arn := range []string{"arn:aws:sqs:us-east-1:123456789012:failed", "arn:aws:sns:us-east-1:123456789012:failed"} {
+		if d, err := handlers.OnFailureDestination(arn, cfg); d == nil || err != nil {
+			t.Errorf("%s: %v, %v", arn, d, err)
+		}
+	}
+	if _, err := handlers.OnFailureDestination("arn:aws:s3:::bucket", cfg); err == nil {
+		t.Error("an S3 ARN was accepted")
+	}
+}

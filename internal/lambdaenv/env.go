@@ -28,12 +28,24 @@ const (
 	VarWindow          = "SHARDLOOP_WINDOW"
 	VarCoordinatorFunc = "SHARDLOOP_COORDINATOR_FUNCTION"
 	VarMaxIterations   = "SHARDLOOP_MAX_ITERATIONS"
+
+	// The failure policy and batching of the shardreader (docs/failure-policy.md).
+	VarMaxRetryAttempts = "SHARDLOOP_MAX_RETRY_ATTEMPTS"
+	VarMaxRecordAge     = "SHARDLOOP_MAX_RECORD_AGE"
+	VarBisectOnError    = "SHARDLOOP_BISECT_ON_ERROR"
+	VarOnFailure        = "SHARDLOOP_ON_FAILURE_DESTINATION"
+	VarBatchingWindow   = "SHARDLOOP_BATCHING_WINDOW"
+	VarDeaggregate      = "SHARDLOOP_DEAGGREGATE"
 )
 
 // Defaults of the optional variables.
 const (
 	DefaultBatchSize = 100
 	DefaultWindow    = 55 * time.Second
+	// MinRecordAge and MaxRecordAge bound SHARDLOOP_MAX_RECORD_AGE, as
+	// Lambda bounds MaximumRecordAgeInSeconds (60 s to 7 days).
+	MinRecordAge = time.Minute
+	MaxRecordAge = 7 * 24 * time.Hour
 )
 
 // ErrEnv is matched by every configuration error.
@@ -62,6 +74,28 @@ type Reader struct {
 	PollInterval  time.Duration
 	RunLength     time.Duration
 	MaxIterations int
+
+	// MaxRetryAttempts: -1 (default) retries until the records expire.
+	MaxRetryAttempts int
+	// MaxRecordAge: 0 (SHARDLOOP_MAX_RECORD_AGE unset or -1) is no limit.
+	MaxRecordAge  time.Duration
+	BisectOnError bool
+	// OnFailure is an SQS queue or SNS topic ARN; empty for none.
+	OnFailure      string
+	BatchingWindow time.Duration
+	Deaggregate    bool
+}
+
+// ReaderPolicy returns the reader options of the failure policy and
+// batching; the handler sets the on-failure destination itself.
+func (r Reader) ReaderPolicy() reader.Options {
+	return reader.Options{
+		MaxRetryAttempts: reader.RetryAttempts(r.MaxRetryAttempts),
+		MaxRecordAge:     r.MaxRecordAge,
+		BisectOnError:    r.BisectOnError,
+		BatchingWindow:   r.BatchingWindow,
+		Deaggregate:      r.Deaggregate,
+	}
 }
 
 // Coordinator is the coordinator's configuration.
@@ -114,6 +148,32 @@ func (e *env) duration(name string, def, lo, hi time.Duration) time.Duration {
 	return d
 }
 
+func (e *env) boolean(name string) bool {
+	switch v := e.get(name); v {
+	case "", "false":
+		return false
+	case "true":
+		return true
+	default:
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: "true or false"})
+		return false
+	}
+}
+
+// ageOrNone reads a duration from lo to hi, or -1 (or unset) for none (0).
+func (e *env) ageOrNone(name string, lo, hi time.Duration) time.Duration {
+	v := e.get(name)
+	if v == "" || v == "-1" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: fmt.Sprintf("-1 (no limit) or a Go duration from %s to %s", lo, hi)})
+		return 0
+	}
+	return d
+}
+
 // ReaderFromEnv reads the shardreader's variables through getenv.
 func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 	e := &env{get: getenv}
@@ -125,6 +185,21 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		PollInterval:  e.duration(VarPollInterval, reader.DefaultPollInterval, 200*time.Millisecond, time.Minute),
 		RunLength:     e.duration(VarRunLength, reader.DefaultRunLength, 5*time.Second, reader.MaxRunLength),
 		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, 1, 5000),
+
+		MaxRetryAttempts: e.intIn(VarMaxRetryAttempts, -1, -1, reader.MaxRetryAttemptsLimit),
+		MaxRecordAge:     e.ageOrNone(VarMaxRecordAge, MinRecordAge, MaxRecordAge),
+		BisectOnError:    e.boolean(VarBisectOnError),
+		OnFailure:        getenv(VarOnFailure),
+		BatchingWindow:   e.duration(VarBatchingWindow, 0, 0, reader.MaxBatchingWindow),
+		Deaggregate:      e.boolean(VarDeaggregate),
+	}
+	if r.OnFailure != "" {
+		if _, err := reader.ParseDestinationARN(r.OnFailure); err != nil {
+			e.errs = append(e.errs, &Error{Var: VarOnFailure, Value: r.OnFailure, Want: "an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>), an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>) or empty"})
+		}
+	}
+	if r.BatchingWindow > 0 && r.RunLength > 0 && r.BatchingWindow >= r.RunLength {
+		e.errs = append(e.errs, &Error{Var: VarBatchingWindow, Value: e.get(VarBatchingWindow), Want: fmt.Sprintf("a window shorter than the run length (%s = %s): a run's end closes a window", VarRunLength, r.RunLength)})
 	}
 	return r, errors.Join(e.errs...)
 }

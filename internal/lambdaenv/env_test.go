@@ -66,3 +66,64 @@ func TestCoordinatorFromEnv_Defaults(t *testing.T) {
 		t.Fatalf("coordinator env = %+v", c)
 	}
 }
+
+func TestReaderFromEnv_FailurePolicyDefaultsKeepRetryingForever(t *testing.T) {
+	r, err := lambdaenv.ReaderFromEnv(getenv(map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MaxRetryAttempts != -1 || r.MaxRecordAge != 0 || r.BisectOnError || r.OnFailure != "" || r.BatchingWindow != 0 || r.Deaggregate {
+		t.Fatalf("failure policy defaults %+v", r)
+	}
+	o := r.ReaderPolicy()
+	if o.MaxRetryAttempts != nil || o.MaxRecordAge != 0 || o.BisectOnError || o.BatchingWindow != 0 || o.Deaggregate {
+		t.Fatalf("reader options %+v, want the zero failure policy", o)
+	}
+	// What infra/ and template/ write for the defaults parses the same.
+	r2, err := lambdaenv.ReaderFromEnv(getenv(map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f",
+		"SHARDLOOP_MAX_RETRY_ATTEMPTS": "-1", "SHARDLOOP_MAX_RECORD_AGE": "-1", "SHARDLOOP_BISECT_ON_ERROR": "false",
+		"SHARDLOOP_BATCHING_WINDOW": "0s", "SHARDLOOP_DEAGGREGATE": "false", "SHARDLOOP_ON_FAILURE_DESTINATION": ""}))
+	if err != nil || r2 != r {
+		t.Fatalf("explicit defaults: %+v, %v; want %+v", r2, err, r)
+	}
+}
+
+func TestReaderFromEnv_OnFailureRetryAttemptsRecordAgeBisectBatchingWindowDeaggregate(t *testing.T) {
+	r, err := lambdaenv.ReaderFromEnv(getenv(map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f",
+		"SHARDLOOP_MAX_RETRY_ATTEMPTS": "2", "SHARDLOOP_MAX_RECORD_AGE": "3600s", "SHARDLOOP_BISECT_ON_ERROR": "true",
+		"SHARDLOOP_ON_FAILURE_DESTINATION": "arn:aws:sqs:eu-west-1:123456789012:failed",
+		"SHARDLOOP_BATCHING_WINDOW": "5s", "SHARDLOOP_DEAGGREGATE": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MaxRetryAttempts != 2 || r.MaxRecordAge != time.Hour || !r.BisectOnError || r.OnFailure != "arn:aws:sqs:eu-west-1:123456789012:failed" ||
+		r.BatchingWindow != 5*time.Second || !r.Deaggregate {
+		t.Fatalf("reader env %+v", r)
+	}
+	if o := r.ReaderPolicy(); o.MaxRetryAttempts == nil || *o.MaxRetryAttempts != 2 {
+		t.Fatalf("reader options %+v", o)
+	}
+	base := map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f"}
+	for k, v := range map[string]string{
+		"SHARDLOOP_MAX_RETRY_ATTEMPTS":     "10001",
+		"SHARDLOOP_MAX_RECORD_AGE":         "30s",
+		"SHARDLOOP_BISECT_ON_ERROR":        "yes",
+		"SHARDLOOP_ON_FAILURE_DESTINATION": "arn:aws:s3:::bucket",
+		"SHARDLOOP_BATCHING_WINDOW":        "301s",
+		"SHARDLOOP_DEAGGREGATE":            "1",
+	} {
+		env := map[string]string{k: v}
+		for bk, bv := range base {
+			env[bk] = bv
+		}
+		_, err := lambdaenv.ReaderFromEnv(getenv(env))
+		if !errors.Is(err, lambdaenv.ErrEnv) || !strings.Contains(err.Error(), k+"=") {
+			t.Errorf("%s=%s: err = %v, want one naming the variable", k, v, err)
+		}
+	}
+	_, err = lambdaenv.ReaderFromEnv(getenv(map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f",
+		"SHARDLOOP_BATCHING_WINDOW": "90s", "SHARDLOOP_RUN_LENGTH": "60s"}))
+	if err == nil || !strings.Contains(err.Error(), "SHARDLOOP_BATCHING_WINDOW") {
+		t.Errorf("a window longer than the run: err = %v", err)
+	}
+}
