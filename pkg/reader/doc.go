@@ -20,13 +20,23 @@
 // Policies, in one place:
 //
 //   - A failing target is retried with capped exponential backoff
-//     (RetryMin to RetryMax) for as long as the loop runs; nothing past an
-//     unsettled record is checkpointed, and the lease stays renewed. The
-//     shard is blocked until the target accepts the record or the record
-//     leaves the stream's retention: alarm on Hooks.TargetError.
+//     (RetryMin to RetryMax); nothing past an unsettled record is
+//     checkpointed, and the lease stays renewed. By default this lasts until
+//     the target accepts the record or the record leaves the stream's
+//     retention, blocking the shard: alarm on Hooks.TargetError. The failure
+//     policy changes that (docs/failure-policy.md): MaxRetryAttempts and
+//     MaxRecordAge give records up, BisectOnError splits a failing batch to
+//     isolate the bad records, and OnFailure receives a FailureRecord (the
+//     shape of Lambda's on-failure record) before the checkpoint passes a
+//     given-up batch. Without a destination a given-up batch is logged at
+//     error level and reported to Hooks.BatchGivenUp: never silent.
 //   - A KPL-aggregated record is not delivered: it is reported as an
 //     AggregatedRecordError (error log, Hooks.AggregatedRecord) and the
 //     checkpoint moves past it, so one such record cannot block the shard.
+//     With Deaggregate its user records are delivered instead (Batch.Subs),
+//     and settle together; a corrupt aggregate is still reported.
+//   - BatchingWindow gathers several reads into one delivery, up to
+//     BatchSize records or MaxBatchBytes.
 //   - A throttled read waits PollInterval and retries the same iterator; any
 //     other read error waits ReadErrorWait and retries it; the 11th
 //     consecutive error releases the lease (ReasonReadErrors).
