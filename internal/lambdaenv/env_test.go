@@ -89,10 +89,16 @@ func TestReaderFromEnv_FailurePolicyDefaultsKeepRetryingForever(t *testing.T) {
 }
 
 func TestReaderFromEnv_OnFailureRetryAttemptsRecordAgeBisectBatchingWindowDeaggregate(t *testing.T) {
-	r, err := lambdaenv.ReaderFromEnv(getenv(map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f",
-		"SHARDLOOP_MAX_RETRY_ATTEMPTS": "2", "SHARDLOOP_MAX_RECORD_AGE": "3600s", "SHARDLOOP_BISECT_ON_ERROR": "true",
+	r, err := lambdaenv.ReaderFromEnv(getenv(map[string]string{
+		"SHARDLOOP_LEASE_TABLE":            "t",
+		"SHARDLOOP_TARGET_FUNCTION":        "f",
+		"SHARDLOOP_MAX_RETRY_ATTEMPTS":     "2",
+		"SHARDLOOP_MAX_RECORD_AGE":         "3600s",
+		"SHARDLOOP_BISECT_ON_ERROR":        "true",
 		"SHARDLOOP_ON_FAILURE_DESTINATION": "arn:aws:sqs:eu-west-1:123456789012:failed",
-		"SHARDLOOP_BATCHING_WINDOW": "5s", "SHARDLOOP_DEAGGREGATE": "true"}))
+		"SHARDLOOP_BATCHING_WINDOW":        "5s",
+		"SHARDLOOP_DEAGGREGATE":            "true",
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
