@@ -50,6 +50,8 @@ func startMoto(b *testing.B) (*kinesis.Client, *dynamodb.Client) {
 	p, err := emulators.Start(b.Context(), emulators.Moto, emulators.Options{
 		LogPath: filepath.Join(os.TempDir(), fmt.Sprintf("shardloop-bench-moto-%d.log", os.Getpid()))})
 	if err != nil {
+		// make bench shows only lines that start with "bench " or FAIL.
+		fmt.Printf("bench chaos_lost FAILED: the full-size chaos run needs moto_server: %v\n", err)
 		b.Fatalf("the full-size chaos run needs moto_server (Kinesis and DynamoDB at volume): %v", err)
 	}
 	b.Cleanup(p.Stop)

@@ -159,7 +159,8 @@ func latencyPlot(lat []float64) canvas {
 	ystep := math.Max(1, math.Ceil(ymax/5))
 	f := frame{c: c, x0: 60, y0: 70, x1: w - 20, y1: h - 60, xmax: xmax, ymax: math.Ceil(ymax/ystep) * ystep}
 	p50, p99 := quantile(lat, 0.5), quantile(lat, 0.99)
-	c.text(20, 12, fmt.Sprintf("put to delivery, idle shards, 1 s poll: p50 %.2f s, p99 %.2f s (n=%d)", p50, p99, len(lat)), black, 2)
+	c.text(20, 10, "put to delivery on idle shards", black, 2)
+	c.text(20, 34, fmt.Sprintf("default 1 s poll interval: p50 %.2f s, p99 %.2f s, n=%d records", p50, p99, len(lat)), black, 1)
 	f.axes(0.1, "%.1f", "seconds from putrecord to the target", "records", ystep)
 	for i, n := range counts {
 		if n == 0 {
@@ -202,7 +203,7 @@ func failoverPlot(fo []failover) canvas {
 	legend := []struct {
 		col   color.RGBA
 		label string
-	}{{grey, "killed owner's lease still live"}, {orange, "expired, waiting for a coordinator pass"}, {green, "new owner opening the shard"}}
+	}{{grey, "killed owner lease still live"}, {orange, "expired, waiting for a coordinator pass"}, {green, "new owner opening the shard"}}
 	x := 20
 	for _, l := range legend {
 		c.rect(x, 38, x+12, 48, l.col)
