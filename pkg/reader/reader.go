@@ -72,6 +72,9 @@ type State struct {
 	// times. Empty and 0 when nothing is failing.
 	FailingSeq     string `json:"failingSeq"`
 	FailedAttempts int    `json:"failedAttempts"`
+	// FailedError is the last failed delivery's error (at most 512 bytes),
+	// for the on-failure record of a batch given up in a later run.
+	FailedError string `json:"failedError"`
 	// GivenUp counts the Kinesis records this loop gave up under the
 	// failure policy.
 	GivenUp int64 `json:"givenUp"`
@@ -497,6 +500,9 @@ func (r *run) deliver(records []types.Record) bool {
 	attempts := r.carried(us, done, end)
 	fails := 0 // failed deliveries since the last progress, for the backoff
 	var lastErr error
+	if attempts > 0 && r.st.FailedError != "" {
+		lastErr = errors.New(r.st.FailedError)
+	}
 	for done < len(us) {
 		if done >= end { // this window is settled: the next half, or the rest
 			end = len(us)
@@ -504,6 +510,9 @@ func (r *run) deliver(records []types.Record) bool {
 				end, halves = halves[k-1], halves[:k-1]
 			}
 			attempts, lastErr = r.carried(us, done, end), nil
+			if attempts > 0 && r.st.FailedError != "" {
+				lastErr = errors.New(r.st.FailedError)
+			}
 		}
 		troubled := fails > 0 || len(halves) > 0 || attempts > 0
 		if r.isLost() || r.ctx.Err() != nil || (troubled && !r.o.Clock().Before(r.stopAt)) {
@@ -559,7 +568,10 @@ func (r *run) deliver(records []types.Record) bool {
 			continue
 		}
 		attempts++
-		r.st.FailingSeq, r.st.FailedAttempts = us[done].seq(), attempts
+		r.st.FailingSeq, r.st.FailedAttempts, r.st.FailedError = us[done].seq(), attempts, err.Error()
+		if len(r.st.FailedError) > 512 {
+			r.st.FailedError = r.st.FailedError[:512]
+		}
 		if limit >= 0 && attempts > limit {
 			continue // given up at the top of the loop
 		}
@@ -589,7 +601,7 @@ func (r *run) settled(us []unit) {
 	}
 	for _, u := range us {
 		if u.seq() == r.st.FailingSeq {
-			r.st.FailingSeq, r.st.FailedAttempts = "", 0
+			r.st.FailingSeq, r.st.FailedAttempts, r.st.FailedError = "", 0, ""
 			return
 		}
 	}
