@@ -581,18 +581,29 @@ func BenchmarkCost(b *testing.B) {
 	fmt.Printf("bench cost_per_busy_shard_month_usd %.2f usd (1 record/s: %.2f checkpoints/s; %s)\n", busyCost, busyCkpt, busyDetail)
 }
 
-// BenchmarkChaosFullSize is the chaos run at full size: 100,000 records over
-// 60 s on a 6-shard stream, three owners, default lease timings, on
-// moto_server for Kinesis and DynamoDB. It fails when moto_server is
+// BenchmarkChaosFullSize is the chaos run at full size: 100,000 records
+// paced over 60 s on a 6-shard stream, three owners, default lease timings,
+// on moto_server for Kinesis and DynamoDB. It fails when moto_server is
 // missing.
+//
+// It does not reshard: moto 5.2's SplitShard is not faithful to Kinesis. It
+// moves the parent's unread records into the shard map again with sequence
+// numbers restarting at 1, and routes new records by the first shard whose
+// range matches, closed parents included (moto/kinesis/models.py,
+// Stream.split_shard and get_shard_for_key), so a reader's checkpoint on the
+// parent skips records that were renumbered below it. The first full-size
+// run with a split lost 28 records that way, all on the split parent. The
+// split and the merge are exercised by the go test on kinesis-local, which
+// behaves like Kinesis.
 func BenchmarkChaosFullSize(b *testing.B) {
 	kc, dc := startMoto(b)
 	s := seed(b)
 	rep, err := chaos.Run(b.Context(), chaos.Config{
 		Kinesis: kc, Dynamo: dc, Stream: "chaos-full", Table: "chaos-full-leases",
 		Shards: 6, Runners: 3, Records: 100_000, Produce: 60 * time.Second, Keys: 256, DataSize: 64,
-		Drain:   3 * time.Minute,
-		KillMin: 3 * time.Second, KillMax: 8 * time.Second, MidBatchKill: 0.01,
+		Drain:     3 * time.Minute,
+		NoReshard: true,
+		KillMin:   3 * time.Second, KillMax: 8 * time.Second, MidBatchKill: 0.01,
 		RunLength: 20 * time.Second, BatchSize: 500,
 		KinesisFaults: faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
 		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02},
@@ -600,7 +611,8 @@ func BenchmarkChaosFullSize(b *testing.B) {
 		Seed:          s,
 		Logf:          b.Logf,
 	})
-	b.Log(rep.Summary())
+	// Printed, not logged: go test truncates a benchmark's long log.
+	fmt.Println("chaos summary:", rep.Summary())
 	if err != nil {
 		b.Fatal(err)
 	}
