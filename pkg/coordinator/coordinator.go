@@ -223,16 +223,19 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	}
 
 	// Subscription startup: the first pass of a generation records the start
-	// position on every shard it opens with.
-	if !anyGeneration(rows, sub.Generation) {
-		start := recordedStart(sub.Start, c.cfg.Clock())
-		for _, id := range ids {
-			if _, err := c.store.SetStart(ctx, name, id, start, sub.Generation); err != nil {
-				return res, fmt.Errorf("stream %s: record start position: %w", name, err)
-			}
+	// position on every shard it opens with. A later pass finishes a startup
+	// that failed part way: an original shard (no parents) still without a
+	// row gets the start recorded on its siblings' rows. Children never get
+	// it: they open at their oldest record.
+	start, todo := startupPlan(listing, rows, sub, c.cfg.Clock())
+	for _, id := range todo {
+		if _, err := c.store.SetStart(ctx, name, id, start, sub.Generation); err != nil {
+			return res, fmt.Errorf("stream %s: record start position: %w", name, err)
 		}
+	}
+	if len(todo) > 0 {
 		res.StartRecorded = true
-		log.InfoContext(ctx, "subscription startup recorded", "start", start, "generation", sub.Generation, "shards", len(ids))
+		log.InfoContext(ctx, "subscription start recorded", "start", start, "generation", sub.Generation, "shards", len(todo))
 		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
 			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
 		}
@@ -344,13 +347,32 @@ func recordedStart(start string, now time.Time) string {
 	return start
 }
 
-func anyGeneration(rows map[string]lease.Lease, gen string) bool {
+// startupPlan says which listed shards need the start position recorded, and
+// which position. With no row of this generation, this pass is the
+// subscription's startup: every listed shard. Otherwise only parentless
+// shards without a row (left over from a startup that failed part way), with
+// the start already recorded on the generation's rows.
+func startupPlan(listing []shards.Shard, rows map[string]lease.Lease, sub Subscription, now time.Time) (string, []string) {
+	var recorded string
+	started := false
 	for _, r := range rows {
-		if r.Generation == gen {
-			return true
+		if r.Generation == sub.Generation {
+			started = true
+			if r.Start != "" {
+				recorded = r.Start
+			}
 		}
 	}
-	return false
+	var todo []string
+	for _, s := range listing {
+		if _, hasRow := rows[s.ID]; !started || (!hasRow && len(s.Parents()) == 0) {
+			todo = append(todo, s.ID)
+		}
+	}
+	if recorded == "" {
+		recorded = recordedStart(sub.Start, now)
+	}
+	return recorded, todo
 }
 
 func (c *Coordinator) wasCreated(stream string) bool {

@@ -423,3 +423,59 @@ func TestRun_PassesAtLeaseExpiry(t *testing.T) {
 		t.Fatalf("loops %+v then %+v: want the same shard under a new owner", first, second)
 	}
 }
+
+// failingSetStart fails SetStart after its first n calls.
+type failingSetStart struct {
+	lease.Store
+	mu   sync.Mutex
+	left int
+}
+
+func (f *failingSetStart) SetStart(ctx context.Context, stream, shardID, start, gen string) (bool, error) {
+	f.mu.Lock()
+	if f.left == 0 {
+		f.mu.Unlock()
+		return false, errors.New("injected: write failed")
+	}
+	f.left--
+	f.mu.Unlock()
+	return f.Store.SetStart(ctx, stream, shardID, start, gen)
+}
+
+// TestPass_StartupFailedPartWayIsFinishedNextPass: a startup whose writes
+// failed after the first shard must still record the same start on the
+// others, or they would open at the tip and skip records.
+func TestPass_StartupFailedPartWayIsFinishedNextPass(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 3)
+	mem := memStore(t)
+	store := &failingSetStart{Store: mem, left: 1}
+	rec := &recorder{}
+	ctx := t.Context()
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream}}}, store, kc, rec)
+	if _, err := c.Pass(ctx); err == nil {
+		t.Fatal("first pass: want the injected SetStart failure")
+	}
+	first, _ := mem.List(ctx, stream)
+	if len(first) != 1 || !strings.HasPrefix(first[0].Start, "timestamp:") {
+		t.Fatalf("rows after the failed startup = %+v, want one with the pinned start", first)
+	}
+	store.mu.Lock()
+	store.left = -1 // no more failures
+	store.mu.Unlock()
+	if _, err := c.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := mem.List(ctx, stream)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	for _, r := range rows {
+		if r.Start != first[0].Start || r.Generation != first[0].Generation {
+			t.Fatalf("row %s start %q gen %q, want %q %q like the first", r.ShardID, r.Start, r.Generation, first[0].Start, first[0].Generation)
+		}
+	}
+	if len(rec.shards()) != 3 {
+		t.Fatalf("loops started for %v, want all 3 shards", rec.shards())
+	}
+}
