@@ -50,6 +50,11 @@ type ListAPI interface {
 
 var _ ListAPI = (*kinesis.Client)(nil)
 
+// listPageSize is the ListShards page asked for: one request lists 1,000
+// shards (AWS allows up to 10,000; its default page is 1,000, some
+// emulators' 100).
+const listPageSize = 1000
+
 // List returns every shard of a stream that ListShards reports, open and
 // closed (closed shards stay listed until retention trims them), in the
 // order Kinesis returns them (by shard id). It follows NextToken across
@@ -60,7 +65,7 @@ func List(ctx context.Context, api ListAPI, stream string) ([]Shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	first := &kinesis.ListShardsInput{}
+	first := &kinesis.ListShardsInput{MaxResults: aws.Int32(listPageSize)}
 	if isARN(stream) {
 		first.StreamARN = aws.String(stream)
 	} else {
@@ -80,7 +85,7 @@ func List(ctx context.Context, api ListAPI, stream string) ([]Shard, error) {
 			return out, nil
 		}
 		// A request with NextToken names no stream: the token does.
-		in = &kinesis.ListShardsInput{NextToken: res.NextToken}
+		in = &kinesis.ListShardsInput{NextToken: res.NextToken, MaxResults: aws.Int32(listPageSize)}
 	}
 }
 
