@@ -162,7 +162,7 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Process, error) {
 		defer f.Close() // the child holds its own descriptor
 		p.cmd.Stdout, p.cmd.Stderr = f, f
 	}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = procAttr()
 	if err := startLocked(p.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", kind, err)
 	}
@@ -286,7 +286,7 @@ func startMoto(ctx context.Context, opts Options) (*Process, error) {
 		defer f.Close() // the child holds its own descriptor
 		p.cmd.Stdout, p.cmd.Stderr = f, f
 	}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = procAttr()
 	if err := startLocked(p.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", Moto, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 )
 
@@ -115,7 +114,7 @@ func StartGoAWS(ctx context.Context, opts GoAWSOptions) (*Process, error) {
 		defer f.Close() // the child holds its own descriptor
 		p.cmd.Stdout, p.cmd.Stderr = f, f
 	}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = procAttr()
 	if err := startLocked(p.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", GoAWS, err)
 	}
