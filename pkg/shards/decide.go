@@ -90,13 +90,14 @@ type Decision struct {
 //     taken again (else Finished);
 //   - every parent, both for a merge, is read: finished in the store, or
 //     gone from the listing (trimmed by retention), or — when the
-//     subscription started at the tip — closed, with no checkpoint, and
-//     never taken by a reader: no row, or a row with no owner and a zero
-//     Counter, such as the one the coordinator records at startup (else
-//     WaitingOnParent).
+//     subscription started at the tip — closed, with no checkpoint, one of
+//     the shards the subscription opened with (its row carries the start
+//     recorded at startup) and never taken by a reader: no owner and a zero
+//     Counter (else WaitingOnParent). A parent without a row was created
+//     after startup, so its records count: it never qualifies.
 //
 // Consequences worth knowing:
-//   - A parent listed without a row (and StartAtTip false), or with a row
+//   - A parent listed without a row (tip or not), or with a row
 //     whose checkpoint is a sequence number, keeps its children waiting: its
 //     records must be read first. The parent itself is leasable, so a
 //     reader will read it to SHARD_END.
@@ -132,11 +133,14 @@ func Decide(in Input) Decision {
 		if !listed {
 			return true // trimmed by retention
 		}
-		// At the tip, a closed parent no reader ever took holds only records
-		// the subscription skips. Once taken (Counter > 0), a reader may have
-		// read records newer than the start without checkpointing them yet,
-		// so it must reach SHARD_END like any other parent.
-		neverTaken := row.Counter == 0 && row.Owner == ""
+		// At the tip, a closed parent that the subscription opened with (its
+		// row carries the start recorded at startup) and that no reader ever
+		// took holds only records the subscription skips. Once taken
+		// (Counter > 0), a reader may have read records newer than the start
+		// without checkpointing them yet, so it must reach SHARD_END like any
+		// other parent. A shard with no row at all was created after startup
+		// (a split of a split): its records all count, so it never qualifies.
+		neverTaken := hasRow && row.Start != "" && row.Counter == 0 && row.Owner == ""
 		if in.StartAtTip && ps.Closed() && row.Checkpoint == "" && neverTaken {
 			return true
 		}

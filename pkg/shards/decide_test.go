@@ -46,6 +46,16 @@ func rows(kv ...any) map[string]lease.Lease {
 	return m
 }
 
+// atStartup returns the rows the coordinator records when a subscription
+// starts at the tip: the start on every shard, nobody holding any.
+func atStartup(shards []Shard) map[string]lease.Lease {
+	m := map[string]lease.Lease{}
+	for _, s := range shards {
+		m[s.ID] = lease.Lease{ShardID: s.ID, Start: "latest", Generation: "g1"}
+	}
+	return m
+}
+
 func waiting(p string) Reason { return Reason{Kind: WaitingOnParent, Parent: p} }
 
 var fin = Reason{Kind: Finished}
@@ -157,11 +167,21 @@ func TestDecide(t *testing.T) {
 			not:      map[string]Reason{},
 		},
 		{
-			name:     "TipStartClosedParentsWithoutRowsCountAsRead",
+			name:     "TipStartClosedParentsRecordedAtStartupCountAsRead",
 			shards:   splitMerge,
+			leases:   atStartup(splitMerge),
 			tip:      true,
 			leasable: []string{"s0", "s1", "s2", "s3"},
 			not:      map[string]Reason{},
+		},
+		{
+			// Shards without a row were created after startup (a split of a
+			// split): their records all count, tip or not.
+			name:     "TipStartClosedParentsWithoutRowsWait",
+			shards:   splitMerge,
+			tip:      true,
+			leasable: []string{"s0"},
+			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0"), "s3": waiting("s1")},
 		},
 		{
 			name:     "TipStartParentRowRecordedAtStartupCountsAsRead",
@@ -319,7 +339,7 @@ func TestDecide_LeasableOrderParentsBeforeChildrenThenID(t *testing.T) {
 		closed("shardId-000000000001"),
 		closed("shardId-000000000000"),
 	}
-	d := Decide(Input{Shards: shards, StartAtTip: true, Now: now})
+	d := Decide(Input{Shards: shards, Leases: atStartup(shards), StartAtTip: true, Now: now})
 	want := []string{
 		"shardId-000000000000", "shardId-000000000001", // roots
 		"shardId-000000000002", "shardId-000000000003", // children of 0
@@ -334,7 +354,7 @@ func TestDecide_LeasableOrderByDepthEvenWhenIDsSortOtherwise(t *testing.T) {
 	// Kinesis numbers children after their parents, but the order must not
 	// depend on that.
 	shards := []Shard{open("a", "y", "z"), closed("y", "x"), closed("z"), closed("x")}
-	d := Decide(Input{Shards: shards, StartAtTip: true, Now: now})
+	d := Decide(Input{Shards: shards, Leases: atStartup(shards), StartAtTip: true, Now: now})
 	want := []string{"x", "z", "y", "a"}
 	if got := ids(d.Leasable); !slices.Equal(got, want) {
 		t.Errorf("Leasable = %v, want %v", got, want)
@@ -382,7 +402,7 @@ func splitTree(depth int, seed uint64) []Shard {
 
 func TestDecide_ThousandsOfShardsParentsFirst(t *testing.T) {
 	shards := splitTree(11, 1) // 4,095 shards
-	d := Decide(Input{Shards: shards, StartAtTip: true, Now: now})
+	d := Decide(Input{Shards: shards, Leases: atStartup(shards), StartAtTip: true, Now: now})
 	if len(d.Leasable) != len(shards) {
 		t.Fatalf("%d leasable, want all %d", len(d.Leasable), len(shards))
 	}

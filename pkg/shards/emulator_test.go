@@ -195,8 +195,24 @@ func TestSplitAndMerge_ChildrenWaitForEveryParentOnRealListing(t *testing.T) {
 		}
 	}
 
-	// At the tip with nothing read, every closed parent counts as read.
-	expect("tip, no rows", decide(true), []string{sh0, sh1, sh2, sh3, sh4}, nil)
+	// At the tip, with the start recorded on every shard at startup and
+	// nothing read, every closed parent counts as read.
+	startup, err := lease.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range listed {
+		if _, err := startup.SetStart(ctx, name, s.ID, "latest", "g1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	atStartup := Decide(Input{Shards: listed, Leases: rowsOf(t, startup, name), StartAtTip: true, Now: time.Now()})
+	expect("tip, rows recorded at startup", atStartup, []string{sh0, sh1, sh2, sh3, sh4}, nil)
+
+	// At the tip without rows (shards the subscription did not open with),
+	// parents must be read first like anywhere else.
+	expect("tip, no rows", decide(true), []string{sh0, sh1},
+		map[string]Reason{sh2: waiting(sh0), sh3: waiting(sh0), sh4: waiting(sh3)})
 
 	// From the horizon, only the original shards may open.
 	expect("no rows", decide(false), []string{sh0, sh1},
