@@ -349,9 +349,11 @@ func recordedStart(start string, now time.Time) string {
 
 // startupPlan says which listed shards need the start position recorded, and
 // which position. With no row of this generation, this pass is the
-// subscription's startup: every listed shard. Otherwise only parentless
-// shards without a row (left over from a startup that failed part way), with
-// the start already recorded on the generation's rows.
+// subscription's startup: every listed shard. Otherwise the shards a
+// startup that failed part way missed: rows of another generation, and
+// parentless shards without a row (a child without a row was created after
+// startup and opens at its oldest record), with the start already recorded
+// on the generation's rows.
 func startupPlan(listing []shards.Shard, rows map[string]lease.Lease, sub Subscription, now time.Time) (string, []string) {
 	var recorded string
 	started := false
@@ -365,7 +367,11 @@ func startupPlan(listing []shards.Shard, rows map[string]lease.Lease, sub Subscr
 	}
 	var todo []string
 	for _, s := range listing {
-		if _, hasRow := rows[s.ID]; !started || (!hasRow && len(s.Parents()) == 0) {
+		row, hasRow := rows[s.ID]
+		switch {
+		case !started, // the startup itself
+			hasRow && row.Generation != sub.Generation, // missed by a startup that failed part way
+			!hasRow && len(s.Parents()) == 0:           // likewise, a row never written
 			todo = append(todo, s.ID)
 		}
 	}

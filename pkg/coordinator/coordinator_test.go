@@ -479,3 +479,34 @@ func TestPass_StartupFailedPartWayIsFinishedNextPass(t *testing.T) {
 		t.Fatalf("loops started for %v, want all 3 shards", rec.shards())
 	}
 }
+
+// TestPass_GenerationChangeFailedPartWayIsFinishedNextPass: when a new start
+// position is recorded and the writes fail part way, the shards still on the
+// old generation get the new start at the next pass.
+func TestPass_GenerationChangeFailedPartWayIsFinishedNextPass(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 3)
+	mem := memStore(t)
+	ctx := t.Context()
+	old := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, mem, kc, &recorder{})
+	if _, err := old.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store := &failingSetStart{Store: mem, left: 1}
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "timestamp:1700000000000"}}}, store, kc, &recorder{})
+	if _, err := c.Pass(ctx); err == nil {
+		t.Fatal("first pass of the new generation: want the injected failure")
+	}
+	store.mu.Lock()
+	store.left = -1
+	store.mu.Unlock()
+	if _, err := c.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := mem.List(ctx, stream)
+	for _, r := range rows {
+		if r.Start != "timestamp:1700000000000" {
+			t.Fatalf("row %s start %q gen %q, want the new start on every shard", r.ShardID, r.Start, r.Generation)
+		}
+	}
+}
