@@ -322,8 +322,11 @@ var conformanceCases = []struct {
 		ok, err = s.SetStart(ctx, stream, "s1", "latest", "g2")
 		must(t, err)
 		got, _ := s.Get(ctx, stream, "s1")
-		if !ok || got.Start != "latest" || got.Generation != "g2" || got.StartApplied || got.Owner != "A" || got.Checkpoint != "9" {
-			t.Fatalf("after SetStart g2 = %+v (changed %v)", got, ok)
+		if !ok || got.Start != "latest" || got.Generation != "g2" || got.StartApplied || got.Owner != "" || got.Checkpoint != "9" {
+			t.Fatalf("after SetStart g2 = %+v (changed %v), want the start recorded, the owner cleared, the checkpoint kept", got, ok)
+		}
+		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew by the g1 owner after SetStart g2: err = %v, want ErrNotOwner", err)
 		}
 	}},
 	{"TakeWithGenerationKeepsExisting", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {

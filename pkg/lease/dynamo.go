@@ -362,7 +362,9 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID, start, gene
 		Set(expression.Name(attrShard), expression.Value(shardID)).
 		Set(expression.Name(attrStart), expression.Value(start)).
 		Set(expression.Name(attrGeneration), expression.Value(generation)).
-		Set(expression.Name(attrStartApplied), expression.Value(false))
+		Set(expression.Name(attrStartApplied), expression.Value(false)).
+		Remove(expression.Name(attrOwner)).
+		Remove(expression.Name(attrExpiry))
 	_, err := s.update(ctx, "set start", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueNone)
 	if errors.Is(err, ErrHeld) {
 		return false, nil // this generation is already recorded

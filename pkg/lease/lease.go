@@ -91,9 +91,12 @@ type Store interface {
 	// List returns every row of one stream, ordered by shard id.
 	List(ctx context.Context, stream string) ([]Lease, error)
 	// SetStart records the subscription's start position and generation on a
-	// shard's row (creating it if needed) and marks it not yet applied. It
-	// changes nothing and returns false when the row already carries this
-	// generation, so that overlapping coordinators record it once.
+	// shard's row (creating it if needed), marks it not yet applied and
+	// clears the owner: a loop reading under the previous generation stops
+	// at its next renewal, and the shard is taken again to open at the new
+	// start. It changes nothing and returns false when the row already
+	// carries this generation, so that overlapping coordinators record it
+	// once.
 	SetStart(ctx context.Context, stream, shardID, start, generation string) (bool, error)
 	// Delete removes a row nobody holds (released or expired), for shards
 	// gone from the stream; it fails with ErrHeld while a live owner holds it.

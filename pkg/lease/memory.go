@@ -223,6 +223,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID, start, gene
 		l = Lease{Stream: stream, ShardID: shardID}
 	}
 	l.Start, l.Generation, l.StartApplied = start, generation, false
+	l.Owner, l.Expiry = "", time.Time{}
 	m.rows[key] = l
 	return true, nil
 }

@@ -178,6 +178,17 @@ func effectiveCheckpoint(row lease.Lease) string {
 	return ""
 }
 
+// startPending reports whether the row's start position applies to its next
+// opening (recorded, not yet followed by a checkpoint, and for this shard)
+// and names a fixed place. A literal LATEST start does not: opening at the
+// tip again in every run would skip what arrived in between, so a loop keeps
+// what it carries (its first record read, or the time it opened) instead.
+// The coordinator and reset record the tip as a timestamp for this reason.
+func startPending(row lease.Lease) bool {
+	o, err := Open(row)
+	return err == nil && o.Why == FromStart && o.Type != types.ShardIteratorTypeLatest
+}
+
 // input builds the GetShardIterator request for this opening.
 func (o Opening) input(stream, streamARN, shardID string) *kinesis.GetShardIteratorInput {
 	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(shardID), ShardIteratorType: o.Type}

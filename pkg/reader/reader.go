@@ -146,9 +146,13 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	if err != nil {
 		return in, fmt.Errorf("reader: take lease %s: %w", lease.Key(st.Stream, st.ShardID), err)
 	}
-	if eff := effectiveCheckpoint(row); eff != r.st.Checkpoint {
-		// A fresh loop, another owner's checkpoint, or a new start: the row
-		// decides; what this loop carried no longer applies.
+	if eff := effectiveCheckpoint(row); eff != r.st.Checkpoint || startPending(row) {
+		// A fresh loop, another owner's checkpoint, or a start position not
+		// yet applied (a subscription startup, a new generation, a reset):
+		// the row decides; what this loop carried no longer applies. Until
+		// the first checkpoint under a start, every run opens at the start:
+		// nothing was settled, so nothing is delivered twice that was not
+		// already unsettled.
 		if r.st.Iterator != "" || r.st.Checkpoint != "" {
 			r.log.Info("checkpoint on the row differs from the loop's; reopening from the row", "seq", eff, "loop_checkpoint", r.st.Checkpoint)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -680,5 +681,77 @@ func TestRun_ShardEndCheckpointedOnlyAfterEverythingSettled(t *testing.T) {
 	st2, err := Run(t.Context(), o, e.state(parent, "B"))
 	if err != nil || st2.Reason != ReasonShardEnd {
 		t.Fatalf("second loop: %+v, %v", st2, err)
+	}
+}
+
+// TestRun_NewGenerationStartOverridesARunningLoop: a start recorded for a new
+// subscription generation while a loop is delivering replays the shard from
+// that start: the running loop loses the row (it must not mark the new start
+// applied with its checkpoint) and the next run opens at the start.
+func TestRun_NewGenerationStartOverridesARunningLoop(t *testing.T) {
+	e := newEnv(t, 1)
+	e.putN(t, "a", 5)
+	e.setStart(t, e.shards[0], "horizon")
+	var once sync.Once
+	s := &sink{fail: func(b Batch) (int, error) {
+		once.Do(func() {
+			// A new generation (same position, new name) lands mid-delivery.
+			if _, err := e.store.SetStart(t.Context(), e.stream, e.shards[0], "horizon", "g-2"); err != nil {
+				t.Error(err)
+			}
+		})
+		return len(b.Records), nil
+	}}
+	o := e.opts(s)
+	o.RunLength = 300 * time.Millisecond
+	st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Reason != ReasonLeaseLost {
+		t.Fatalf("run during the new startup ended %q, want lease_lost", st.Reason)
+	}
+	runUntil(t, o, e.state(e.shards[0], "B"), func() bool { return s.len() >= 10 })
+	if got := s.data(); !slices.Equal(got, append(values("a", 5), values("a", 5)...)) {
+		t.Fatalf("delivered %v, want the 5 records twice: once per generation", got)
+	}
+	if row := e.row(t, e.shards[0]); !row.StartApplied || row.Generation != "g-2" {
+		t.Fatalf("row %+v, want the new generation applied", row)
+	}
+}
+
+// TestRun_NewStartAppliesToALoopWithNothingCheckpointed: a loop that read
+// records but settled none carries where it first read; a start recorded
+// meanwhile (here: a timestamp after those records) wins over it.
+func TestRun_NewStartAppliesToALoopWithNothingCheckpointed(t *testing.T) {
+	e := newEnv(t, 1)
+	e.putN(t, "a", 5)
+	e.setStart(t, e.shards[0], "horizon")
+	var up atomic.Bool
+	s := &sink{fail: func(b Batch) (int, error) {
+		if !up.Load() {
+			return 0, errors.New("not yet")
+		}
+		return len(b.Records), nil
+	}}
+	o := e.opts(s)
+	o.RunLength = 300 * time.Millisecond
+	st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FirstSequence == "" || st.Checkpoint != "" {
+		t.Fatalf("state %+v: want records read and nothing checkpointed", st)
+	}
+	time.Sleep(1100 * time.Millisecond) // arrival times have second precision on some peers
+	after := time.Now()
+	e.putN(t, "b", 3)
+	if _, err := e.store.SetStart(t.Context(), e.stream, e.shards[0], fmt.Sprintf("timestamp:%d", after.UnixMilli()), "g-2"); err != nil {
+		t.Fatal(err)
+	}
+	up.Store(true)
+	runUntil(t, o, st, func() bool { return s.len() >= 3 })
+	if got := s.data(); !slices.Equal(got, values("b", 3)) {
+		t.Fatalf("delivered %v, want only the records after the new start", got)
 	}
 }
