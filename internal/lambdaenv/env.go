@@ -48,6 +48,11 @@ const (
 	MaxRecordAge = 7 * 24 * time.Hour
 )
 
+// MaxIterations caps SHARDLOOP_MAX_ITERATIONS: an iteration costs the state
+// machine about 7 history events (25 with every retry), and an execution
+// keeps at most 25,000; infra/ and template/ cap it the same way.
+const MaxIterations = 900
+
 // ErrEnv is matched by every configuration error.
 var ErrEnv = errors.New("invalid environment")
 
@@ -184,7 +189,7 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		BatchSize:     int32(e.intIn(VarBatchSize, DefaultBatchSize, 1, reader.MaxBatchSize)),
 		PollInterval:  e.duration(VarPollInterval, reader.DefaultPollInterval, 200*time.Millisecond, time.Minute),
 		RunLength:     e.duration(VarRunLength, reader.DefaultRunLength, 5*time.Second, reader.MaxRunLength),
-		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, 1, 5000),
+		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, 1, MaxIterations),
 
 		MaxRetryAttempts: e.intIn(VarMaxRetryAttempts, -1, -1, reader.MaxRetryAttemptsLimit),
 		MaxRecordAge:     e.ageOrNone(VarMaxRecordAge, MinRecordAge, MaxRecordAge),
