@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,7 +201,9 @@ func (s *eventStore) Take(ctx context.Context, stream, shardID, owner string, op
 	now := time.Now()
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
-	if len(opts) > 0 { // the coordinator takes with the generation and parents
+	runOwner := strings.Contains(owner, lease.RunSeparator) // a reader run writes as "<loop>/<run>"
+	owner = lease.LoopOwner(owner)
+	if !runOwner { // the coordinator takes for the loop owner
 		s.e.calls["coord.Take"]++
 		if err == nil {
 			s.e.takes[shardID] = append(s.e.takes[shardID], ownerAt{owner, now})
@@ -222,7 +225,7 @@ func (s *eventStore) Renew(ctx context.Context, stream, shardID, owner string) (
 	s.e.mu.Lock()
 	s.e.calls["reader.Renew"]++
 	if err == nil {
-		s.e.renewed[owner] = time.Now()
+		s.e.renewed[lease.LoopOwner(owner)] = time.Now()
 	}
 	s.e.mu.Unlock()
 	return l, err

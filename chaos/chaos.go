@@ -577,7 +577,7 @@ func (h *harness) ctxIDLocked(ctx context.Context) int {
 // lease writes tell which owner each delivery was made for.
 func (h *harness) bind(ctx context.Context, owner string) {
 	h.mu.Lock()
-	h.ctxOwner[h.ctxIDLocked(ctx)] = owner
+	h.ctxOwner[h.ctxIDLocked(ctx)] = lease.LoopOwner(owner) // runs write as "<loop>/<run>"
 	h.mu.Unlock()
 }
 

@@ -467,7 +467,7 @@ func checkLeases(ctx context.Context, t *testing.T, store *lease.DynamoStore, st
 	if l := byShard["shardId-000000000001"]; !l.Finished() {
 		t.Errorf("split parent shardId-000000000001 checkpoint %q, want %s", l.Checkpoint, lease.ShardEnd)
 	}
-	if l := byShard[killed.Shard]; l.Owner == killed.Owner {
+	if l := byShard[killed.Shard]; lease.LoopOwner(l.Owner) == killed.Owner {
 		t.Errorf("%s still belongs to the killed loop's owner %s", killed.Shard, killed.Owner)
 	}
 	for _, c := range children {

@@ -343,6 +343,23 @@ var conformanceCases = []struct {
 			t.Fatalf("take with generation on a row of g0 = %+v, want g0 kept", l)
 		}
 	}},
+	{"TakeInOwnerFamilyFencesThePreviousRun", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "loop"))
+		noErr(t)(s.Take(ctx, stream, "s1", "loop/r1", lease.WithOwnerFamily("loop")))
+		noErr(t)(s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")))
+		if _, err := s.Renew(ctx, stream, "s1", "loop/r1"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew by the previous run: err = %v, want ErrNotOwner", err)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "loopy/r3", lease.WithOwnerFamily("loopy")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take by a family that only shares a prefix: err = %v, want ErrHeld", err)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "other/r1", lease.WithOwnerFamily("other")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take by another loop: err = %v, want ErrHeld", err)
+		}
+		if got := lease.LoopOwner("loop/r2"); got != "loop" {
+			t.Fatalf("LoopOwner = %q", got)
+		}
+	}},
 	{"DeleteOnlyWhenNotHeld", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
 		if err := s.Delete(ctx, stream, "s1"); !errors.Is(err, lease.ErrHeld) {

@@ -173,6 +173,10 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 		heldBy(owner),
 		expression.Name(attrExpiry).LessThanEqual(expression.Value(ms(now))),
 	)
+	if o.family != "" {
+		cond = expression.Or(cond, heldBy(o.family),
+			expression.Name(attrOwner).BeginsWith(o.family+RunSeparator))
+	}
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
 		Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
 		Add(expression.Name(attrCounter), expression.Value(1)).

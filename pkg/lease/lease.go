@@ -140,7 +140,9 @@ type lagStore struct {
 
 func (s lagStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
 	if ms, ok := s.lag(stream, shardID); ok {
-		return s.lc.CheckpointWithLag(ctx, stream, shardID, owner, seq, ms)
+		// A negative lag (clock skew at the peer) is no reason to refuse a
+		// checkpoint: record it as none.
+		return s.lc.CheckpointWithLag(ctx, stream, shardID, owner, seq, max(ms, 0))
 	}
 	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
@@ -151,6 +153,32 @@ type TakeOption func(*takeOptions)
 type takeOptions struct {
 	parents    []string
 	generation string
+	family     string
+}
+
+// RunSeparator joins a loop's owner id and the id of one of its runs in the
+// owner a run writes ("<loop owner>/<run>"); see WithOwnerFamily.
+const RunSeparator = "/"
+
+// WithOwnerFamily lets a take also succeed when the row's owner is family
+// itself or one of its runs (family + RunSeparator + anything). A loop
+// takes each run's lease under a fresh run owner in the family of the loop's
+// owner: the run takes over from the loop's previous run, and a previous
+// run still going (a retried invocation that overlaps the first) finds its
+// next renew or checkpoint refused and stops.
+func WithOwnerFamily(family string) TakeOption {
+	return func(o *takeOptions) { o.family = family }
+}
+
+// LoopOwner returns the loop owner of a run owner ("X/run" -> "X"), or owner
+// itself.
+func LoopOwner(owner string) string {
+	loop, _, _ := strings.Cut(owner, RunSeparator)
+	return loop
+}
+
+func (o takeOptions) inFamily(owner string) bool {
+	return o.family != "" && (owner == o.family || strings.HasPrefix(owner, o.family+RunSeparator))
 }
 
 // WithGeneration marks a row that carries no generation yet with the

@@ -53,7 +53,7 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	now := m.opts.Clock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if ok && l.Owner != "" && l.Owner != owner && now.Before(l.Expiry) {
+	if ok && l.Owner != "" && l.Owner != owner && !o.inFamily(l.Owner) && now.Before(l.Expiry) {
 		cur := clone(l)
 		return Lease{}, &ConflictError{Op: "take", Key: key, Owner: owner, Current: &cur, Err: ErrHeld}
 	}

@@ -70,9 +70,11 @@ type Options struct {
 	MaxIterations int
 	// RenewInterval between lease renewals. Default lease.DefaultRenewInterval.
 	RenewInterval time.Duration
-	// LeaseDuration: a run whose renewals have all failed for this long
-	// (network errors, not ErrNotOwner) presumes the lease lost and stops.
-	// Default lease.DefaultDuration.
+	// LeaseDuration is the lease's length. A run whose renewals have all
+	// failed (network errors, not ErrNotOwner; each call bounded by
+	// RenewInterval) for LeaseDuration - RenewInterval presumes the lease
+	// lost and stops, before another owner can take the shard. Default
+	// lease.DefaultDuration.
 	LeaseDuration time.Duration
 	// ReadErrorWait is the wait after a failed read. Default 1 s.
 	ReadErrorWait time.Duration

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/shardloop/shardloop/pkg/lease"
 )
 
 func TestRun_OnFailure_PoisonRecordAfterTwoRetriesLandsInTheDestinationAndTheShardMovesOn(t *testing.T) {
@@ -211,7 +213,7 @@ func TestRun_RetryAttemptsUnlimitedBlocksTheShardKeepsTheLeaseAndLosesNothing(t 
 			t.Fatalf("Run = %+v, %v", next, err)
 		}
 		st = next
-		if row := e.row(t, e.shards[0]); row.Owner != "A" || row.Checkpoint != seqs[1] {
+		if row := e.row(t, e.shards[0]); lease.LoopOwner(row.Owner) != "A" || row.Checkpoint != seqs[1] {
 			t.Fatalf("row %+v: want owner A and the checkpoint before the poison (%s)", row, seqs[1])
 		}
 	}
@@ -500,5 +502,55 @@ func TestOptions_FailurePolicyValidation(t *testing.T) {
 	}
 	if a, err := ParseDestinationARN("arn:aws:sns:eu-west-1:123456789012:failures"); err != nil || a.Service != "sns" || a.Resource != "failures" {
 		t.Errorf("ParseDestinationARN = %+v, %v", a, err)
+	}
+}
+
+// TestRun_RetryAttemptsCarriedAcrossRunsCoverOnlyTheRecordsThatFailed: a
+// run that ends before giving a failing record up carries its count; the
+// next run reads that record with more behind it and must give up only the
+// record that failed, delivering the rest.
+func TestRun_RetryAttemptsCarriedAcrossRunsCoverOnlyTheRecordsThatFailed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	e.putN(t, "p", 1) // the poison, alone in the first read
+	e.setStart(t, e.shards[0], "horizon")
+	s := &sink{fail: func(b Batch) (int, error) {
+		for i, r := range b.Records {
+			if string(r.Data) == "p-00000" {
+				return i, errors.New("poison")
+			}
+		}
+		return len(b.Records), nil
+	}}
+	var sent []FailureRecord
+	var mu sync.Mutex
+	o := e.opts(s)
+	o.MaxRetryAttempts = RetryAttempts(1)
+	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, fr)
+		return nil
+	})
+	// The run ends during the backoff after the first failure, before the
+	// retry: the count (1) is carried in the state.
+	o.RunLength, o.RetryMin, o.RetryMax = 200*time.Millisecond, time.Second, time.Second
+	st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FailedAttempts != 1 || st.FailingSeq == "" {
+		t.Fatalf("state after the first run: failing %q × %d, want the poison once", st.FailingSeq, st.FailedAttempts)
+	}
+	e.putN(t, "a", 20) // read together with the poison by the next run
+	o.RunLength, o.RetryMin = 2*time.Second, 50*time.Millisecond
+	runUntil(t, o, st, func() bool { return s.len() >= 20 })
+	if got := s.data(); !slices.Equal(got, values("a", 20)) {
+		t.Fatalf("delivered %v, want the 20 records that never failed", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 1 || sent[0].KinesisBatchInfo.BatchSize != 1 {
+		t.Fatalf("on-failure records %+v, want one, for the poison alone", sent)
 	}
 }

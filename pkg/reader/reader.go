@@ -3,6 +3,8 @@ package reader
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,12 +74,23 @@ type State struct {
 	// times. Empty and 0 when nothing is failing.
 	FailingSeq     string `json:"failingSeq"`
 	FailedAttempts int    `json:"failedAttempts"`
+	// FailingLast is the last record of the delivery that failed: a later
+	// run that reads more records after it applies the carried count to
+	// those records only, never to records that have not failed.
+	FailingLast string `json:"failingLast"`
 	// FailedError is the last failed delivery's error (at most 512 bytes),
 	// for the on-failure record of a batch given up in a later run.
 	FailedError string `json:"failedError"`
 	// GivenUp counts the Kinesis records this loop gave up under the
 	// failure policy.
 	GivenUp int64 `json:"givenUp"`
+}
+
+// runID returns a fresh id for one run: 48 random bits in hex.
+func runID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // kplMagic starts every record the Kinesis Producer Library aggregated.
@@ -136,7 +149,11 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	r.st.Continue, r.st.ContinueAsNew, r.st.Reason = false, false, ""
 	r.st.Iteration++
 
-	row, err := o.Store.Take(ctx, st.Stream, st.ShardID, st.Owner)
+	// Each run writes as a run owner of its own in the loop owner's family:
+	// a previous run still going (a retried invocation overlapping the
+	// first) loses the row at its next renew or checkpoint.
+	r.owner = st.Owner + lease.RunSeparator + runID()
+	row, err := o.Store.Take(ctx, st.Stream, st.ShardID, r.owner, lease.WithOwnerFamily(st.Owner))
 	if errors.Is(err, lease.ErrHeld) {
 		r.log.Warn("lease held by another owner", "err", err)
 		o.Hooks.LeaseLost(st.Stream, st.ShardID, st.Owner)
@@ -165,6 +182,7 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 type run struct {
 	o     Options
 	st    State
+	owner string // this run's owner on the row: st.Owner + "/" + a run id
 	row   lease.Lease
 	log   *slog.Logger
 	start time.Time
@@ -502,6 +520,13 @@ func (r *run) deliver(records []types.Record) bool {
 	done, end := 0, len(us) // delivering us[done:end]
 	var halves []int        // ends of the halves still to deliver after this one
 	attempts := r.carried(us, done, end)
+	if attempts > 0 {
+		// A count carried from an earlier run covers the records that failed
+		// then; what was read after them is delivered on its own afterwards.
+		if k := r.carriedEnd(us, done, end); k < end {
+			halves, end = append(halves, end), k
+		}
+	}
 	fails := 0 // failed deliveries since the last progress, for the backoff
 	var lastErr error
 	if attempts > 0 && r.st.FailedError != "" {
@@ -573,6 +598,7 @@ func (r *run) deliver(records []types.Record) bool {
 		}
 		attempts++
 		r.st.FailingSeq, r.st.FailedAttempts, r.st.FailedError = us[done].seq(), attempts, err.Error()
+		r.st.FailingLast = us[end-1].seq()
 		if len(r.st.FailedError) > 512 {
 			r.st.FailedError = r.st.FailedError[:512]
 		}
@@ -598,6 +624,21 @@ func (r *run) carried(us []unit, done, end int) int {
 	return r.st.FailedAttempts
 }
 
+// carriedEnd is where the failed delivery the state carries ended within
+// us[done:end]: one past the unit whose sequence number is FailingLast, or
+// end when it is not there.
+func (r *run) carriedEnd(us []unit, done, end int) int {
+	if r.st.FailingLast == "" {
+		return end
+	}
+	for i := done; i < end; i++ {
+		if us[i].seq() == r.st.FailingLast {
+			return i + 1
+		}
+	}
+	return end
+}
+
 // settled forgets a retry count carried for one of us.
 func (r *run) settled(us []unit) {
 	if r.st.FailingSeq == "" {
@@ -605,7 +646,7 @@ func (r *run) settled(us []unit) {
 	}
 	for _, u := range us {
 		if u.seq() == r.st.FailingSeq {
-			r.st.FailingSeq, r.st.FailedAttempts, r.st.FailedError = "", 0, ""
+			r.st.FailingSeq, r.st.FailedAttempts, r.st.FailedError, r.st.FailingLast = "", 0, "", ""
 			return
 		}
 	}
@@ -667,13 +708,15 @@ func (r *run) giveUp(us []unit, cond string, lastErr error, attempts int) bool {
 // checkpoint writes seq unless the lease is lost. A store error other than
 // ErrNotOwner leaves seq pending for the next checkpoint (the records are
 // settled; only the row lags); it returns false only when the lease is lost.
-func (r *run) checkpoint(seq string) bool {
+func (r *run) checkpoint(seq string) bool { return r.checkpointCtx(r.ctx, seq) }
+
+func (r *run) checkpointCtx(ctx context.Context, seq string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.lost {
 		return false
 	}
-	_, err := r.o.Store.Checkpoint(r.ctx, r.st.Stream, r.st.ShardID, r.st.Owner, seq)
+	_, err := r.o.Store.Checkpoint(ctx, r.st.Stream, r.st.ShardID, r.owner, seq)
 	switch {
 	case err == nil:
 		r.st.Checkpoint, r.pending = seq, ""
@@ -700,7 +743,11 @@ func (r *run) renew(done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		_, err := r.o.Store.Renew(r.ctx, r.st.Stream, r.st.ShardID, r.st.Owner)
+		// A renewal that hangs must not outlast the lease: each call gets
+		// one renew interval.
+		callCtx, cancel := context.WithTimeout(r.ctx, r.o.RenewInterval)
+		_, err := r.o.Store.Renew(callCtx, r.st.Stream, r.st.ShardID, r.owner)
+		cancel()
 		switch {
 		case err == nil:
 			lastOK = r.o.Clock()
@@ -709,8 +756,11 @@ func (r *run) renew(done <-chan struct{}) {
 			return
 		case r.ctx.Err() != nil:
 			return
-		case r.o.Clock().Sub(lastOK) >= r.o.LeaseDuration:
-			r.lose(fmt.Errorf("no renewal succeeded for %s: %w", r.o.LeaseDuration, err))
+		case r.o.Clock().Sub(lastOK) >= r.o.LeaseDuration-r.o.RenewInterval:
+			// Stop while the last renewal still holds the lease: past its
+			// expiry another owner may take the shard, and delivering on
+			// would overlap with it.
+			r.lose(fmt.Errorf("no renewal succeeded for %s of a %s lease: %w", r.o.Clock().Sub(lastOK).Round(time.Millisecond), r.o.LeaseDuration, err))
 			return
 		default:
 			r.log.Warn("renew failed; retrying", "err", err)
@@ -749,7 +799,11 @@ func (r *run) leaseLost() State {
 // finish ends a run that continues.
 func (r *run) finish() State {
 	if p := r.pending; p != "" {
-		r.checkpoint(p)
+		// The run's context may already be cancelled (the hard deadline);
+		// the settled records deserve one more bounded try.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.o.RenewInterval)
+		r.checkpointCtx(ctx, p)
+		cancel()
 	}
 	if r.isLost() {
 		return r.leaseLost()
@@ -799,7 +853,7 @@ func (r *run) release(parent context.Context, reason Reason) State {
 	lost := r.lost
 	r.mu.Unlock()
 	if !lost {
-		if err := r.o.Store.Release(context.WithoutCancel(parent), r.st.Stream, r.st.ShardID, r.st.Owner); err != nil {
+		if err := r.o.Store.Release(context.WithoutCancel(parent), r.st.Stream, r.st.ShardID, r.owner); err != nil {
 			r.log.Warn("release failed; the lease will expire", "err", err)
 		}
 		if r.o.Nudge != nil {

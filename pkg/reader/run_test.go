@@ -585,7 +585,7 @@ func TestRun_RespectsTheDeadline(t *testing.T) {
 		if left := time.Until(dl); left < 200*time.Millisecond {
 			t.Errorf("returned %s before the deadline", left)
 		}
-		if row := e.row(t, e.shards[0]); row.Owner != "A" {
+		if row := e.row(t, e.shards[0]); lease.LoopOwner(row.Owner) != "A" {
 			t.Errorf("lease not kept at a normal continue: owner %q", row.Owner)
 		}
 	})
@@ -753,5 +753,42 @@ func TestRun_NewStartAppliesToALoopWithNothingCheckpointed(t *testing.T) {
 	runUntil(t, o, st, func() bool { return s.len() >= 3 })
 	if got := s.data(); !slices.Equal(got, values("b", 3)) {
 		t.Fatalf("delivered %v, want only the records after the new start", got)
+	}
+}
+
+// TestRun_OverlappingRetryOfARunIsFenced: Step Functions may retry a Read
+// while the first invocation still runs, with the same state. The two runs
+// must not both keep delivering and checkpointing: the later take fences the
+// earlier run, which stops at its next renew or checkpoint.
+func TestRun_OverlappingRetryOfARunIsFenced(t *testing.T) {
+	e := newEnv(t, 1)
+	e.putN(t, "a", 50)
+	e.setStart(t, e.shards[0], "horizon")
+	s := &sink{}
+	o := e.opts(s)
+	o.BatchSize = 10
+	o.RunLength = 3 * time.Second
+	o.RenewInterval = 200 * time.Millisecond
+	st := e.state(e.shards[0], "A")
+	var wg sync.WaitGroup
+	var results [2]State
+	for i := range 2 {
+		wg.Go(func() {
+			if i == 1 {
+				time.Sleep(300 * time.Millisecond) // the retry starts while the first run reads
+			}
+			got, err := Run(t.Context(), o, st)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = got
+		})
+	}
+	wg.Wait()
+	if results[0].Reason != ReasonLeaseLost {
+		t.Fatalf("first run ended %q, want lease_lost once its retry took over", results[0].Reason)
+	}
+	if results[1].Reason != ReasonContinue {
+		t.Fatalf("retried run ended %q, want continue", results[1].Reason)
 	}
 }
