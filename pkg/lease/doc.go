@@ -16,6 +16,12 @@
 // WithLag wraps a store so that each checkpoint also records how far behind
 // the tip the reader was (MillisBehind, LagAt), which shardloop status shows.
 //
+// Expiry is judged by the clock of the process that writes: a take succeeds
+// when the stored expiry is not after the taker's now. Hosts whose clocks
+// disagree by more than a few seconds (Lambda's are kept in sync; a laptop
+// running `shardloop run` against a shared table may not be) can take a
+// live lease early, which costs duplicates, not records.
+//
 // Rows are keyed by stream name and shard id together, because shard ids
 // repeat across streams. Stream names, never ARNs, go into the key.
 //
