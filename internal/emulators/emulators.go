@@ -118,7 +118,7 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Process, error) {
 		if _, err := os.Stat(main); err != nil {
 			return nil, fmt.Errorf("start %s: %s missing: %w", kind, main, ErrNotInstalled)
 		}
-		ports, err := freePorts(2)
+		ports, err := FreePorts(2)
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +138,7 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Process, error) {
 		if _, err := os.Stat(cli); err != nil {
 			return nil, fmt.Errorf("start %s: %s missing: %w", kind, cli, ErrNotInstalled)
 		}
-		ports, err := freePorts(1)
+		ports, err := FreePorts(1)
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +163,7 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Process, error) {
 		p.cmd.Stdout, p.cmd.Stderr = f, f
 	}
 	p.cmd.SysProcAttr = procAttr()
-	if err := startLocked(p.cmd); err != nil {
+	if err := StartTied(p.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", kind, err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
@@ -189,7 +189,10 @@ type startReq struct {
 	errc chan error
 }
 
-func startLocked(cmd *exec.Cmd) error {
+// StartTied starts cmd from the one locked thread, so that a PDEATHSIG set in
+// cmd.SysProcAttr ends the child with this process. Test harnesses that start
+// processes of their own (the Lambda RIE, say) use it too.
+func StartTied(cmd *exec.Cmd) error {
 	starterOnce.Do(func() {
 		starterCh = make(chan startReq)
 		go func() {
@@ -242,7 +245,8 @@ func (p *Process) Stop() {
 	})
 }
 
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n loopback ports free at the time of the call.
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -271,7 +275,7 @@ func startMoto(ctx context.Context, opts Options) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", Moto, ErrMotoNotInstalled)
 	}
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +291,7 @@ func startMoto(ctx context.Context, opts Options) (*Process, error) {
 		p.cmd.Stdout, p.cmd.Stderr = f, f
 	}
 	p.cmd.SysProcAttr = procAttr()
-	if err := startLocked(p.cmd); err != nil {
+	if err := StartTied(p.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", Moto, err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()

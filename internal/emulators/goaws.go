@@ -92,7 +92,7 @@ func StartGoAWS(ctx context.Context, opts GoAWSOptions) (*Process, error) {
 		return nil, fmt.Errorf("start %s: build in %s: %w\n%s", GoAWS, dir, err, out)
 	}
 
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func StartGoAWS(ctx context.Context, opts GoAWSOptions) (*Process, error) {
 		p.cmd.Stdout, p.cmd.Stderr = f, f
 	}
 	p.cmd.SysProcAttr = procAttr()
-	if err := startLocked(p.cmd); err != nil {
+	if err := StartTied(p.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", GoAWS, err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
