@@ -5,6 +5,11 @@
 // and a fake of Step Functions that drives each shard loop the way
 // template/statemachine.asl.json does.
 //
+// A second test runs template/statemachine.asl.json itself in an ASL
+// interpreter (aws-local-stepfunctions, e2e/aslrunner, installed by the test
+// with `npm ci` when missing) with its Read task served by the same hosted
+// shardreader.
+//
 // It runs as part of `go test ./...`; `make deps` installs what it needs.
 // The first run compiles the bootstraps for linux (about 1.5 min on two
 // cores with a cold build cache); later runs take about 25 s. Set
