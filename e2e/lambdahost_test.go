@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardloop/shardloop/internal/emulators"
 )
 
 // errHostClosed is returned by invokes after the host shut down.
@@ -70,7 +72,7 @@ func (c claim) kill() bool {
 // start launches the emulator on two fresh loopback ports and waits until it
 // accepts connections. The function itself starts on the first invoke.
 func (in *instance) start() error {
-	ports, err := freePorts(2)
+	ports, err := emulators.FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -450,23 +452,4 @@ func (h *lambdaHost) logTails(lines int) {
 		}
 		h.t.Logf("---- %s (last %d lines)\n%s", e.Name(), len(ls), strings.Join(ls, "\n"))
 	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -5,10 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"sync"
 	"syscall"
+
+	"github.com/shardloop/shardloop/internal/emulators"
 )
 
 // supported reports whether this host can run the linux bootstraps.
@@ -23,33 +23,9 @@ func procAttr() *syscall.SysProcAttr {
 // killGroup kills a child's whole process group.
 func killGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }
 
-// PDEATHSIG fires when the thread that forked the child exits, and the Go
-// runtime may retire threads: every Start runs on one locked thread that
-// never exits, so the signal is tied to the life of the test binary.
-var (
-	starterOnce sync.Once
-	starterCh   chan startReq
-)
-
-type startReq struct {
-	cmd  *exec.Cmd
-	errc chan error
-}
-
-func startLocked(cmd *exec.Cmd) error {
-	starterOnce.Do(func() {
-		starterCh = make(chan startReq)
-		go func() {
-			runtime.LockOSThread()
-			for r := range starterCh {
-				r.errc <- r.cmd.Start()
-			}
-		}()
-	})
-	errc := make(chan error, 1)
-	starterCh <- startReq{cmd, errc}
-	return <-errc
-}
+// startLocked starts cmd on the one thread that never exits, so its
+// PDEATHSIG stays tied to the life of the test binary.
+func startLocked(cmd *exec.Cmd) error { return emulators.StartTied(cmd) }
 
 // childPids lists the processes whose parent is pid, from /proc.
 func childPids(pid int) []int {
