@@ -359,19 +359,7 @@ func TestASLInInterpreterLoopsAndContinuesAsNewWithTheRealShardReader(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
-	received := filepath.Join(work, "received.jsonl")
-	logDir := os.Getenv("E2E_LOG_DIR")
-	if logDir == "" {
-		logDir = filepath.Join(work, "logs")
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	host := newLambdaHost(t, bins, logDir)
-	if err := host.serve(); err != nil {
-		t.Fatal(err)
-	}
+	host, work, received := serveHost(t, bins)
 	t.Cleanup(func() {
 		host.close()
 		if t.Failed() {
@@ -607,18 +595,10 @@ func TestASLInInterpreterLoopsAndContinuesAsNewWithTheRealShardReader(t *testing
 // loadASLRead returns the fields of the ASL's Read task this test notes.
 func loadASLRead(t testing.TB) (read struct{ TimeoutSeconds *int }) {
 	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "template", "statemachine.asl.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var def struct {
 		States map[string]struct{ TimeoutSeconds *int }
 	}
-	if err := json.Unmarshal(b, &def); err != nil {
+	if err := json.Unmarshal(readASL(t), &def); err != nil {
 		t.Fatal(err)
 	}
 	return def.States["Read"]

@@ -10,7 +10,6 @@ import (
 	"math/big"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -68,22 +67,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 		t.Fatal(err)
 	}
 
-	work := t.TempDir()
-	received := filepath.Join(work, "received.jsonl")
-	// E2E_LOG_DIR keeps the functions' logs (one file per RIE instance)
-	// after the test; by default they go away with it, and a failed test
-	// prints their last lines.
-	logDir := os.Getenv("E2E_LOG_DIR")
-	if logDir == "" {
-		logDir = filepath.Join(work, "logs")
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	host := newLambdaHost(t, bins, logDir)
-	if err := host.serve(); err != nil {
-		t.Fatal(err)
-	}
+	host, work, received := serveHost(t, bins)
 	sfn, err := newFakeSFN(t, host, "shardreader", shape)
 	if err != nil {
 		t.Fatal(err)

@@ -453,3 +453,25 @@ func (h *lambdaHost) logTails(lines int) {
 		h.t.Logf("---- %s (last %d lines)\n%s", e.Name(), len(ls), strings.Join(ls, "\n"))
 	}
 }
+
+// serveHost starts a Lambda host in a fresh work folder and returns it with
+// the folder and the file the sample target records into. E2E_LOG_DIR keeps
+// the functions' logs (one file per RIE instance) after the test; by default
+// they go away with it, and a failed test prints their last lines. Closing
+// the host is the caller's, in the order its cleanup needs.
+func serveHost(t *testing.T, bins binaries) (host *lambdaHost, work, received string) {
+	t.Helper()
+	work = t.TempDir()
+	logDir := os.Getenv("E2E_LOG_DIR")
+	if logDir == "" {
+		logDir = filepath.Join(work, "logs")
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host = newLambdaHost(t, bins, logDir)
+	if err := host.serve(); err != nil {
+		t.Fatal(err)
+	}
+	return host, work, filepath.Join(work, "received.jsonl")
+}

@@ -52,7 +52,8 @@ type aslState struct {
 	}
 }
 
-func loadLoopShape(t testing.TB) loopShape {
+// readASL returns template/statemachine.asl.json as the repository has it.
+func readASL(t testing.TB) []byte {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
@@ -62,11 +63,16 @@ func loadLoopShape(t testing.TB) loopShape {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+func loadLoopShape(t testing.TB) loopShape {
+	t.Helper()
 	var def struct {
 		StartAt string
 		States  map[string]aslState
 	}
-	if err := json.Unmarshal(b, &def); err != nil {
+	if err := json.Unmarshal(readASL(t), &def); err != nil {
 		t.Fatalf("statemachine.asl.json: %v", err)
 	}
 	bad := func(format string, args ...any) {
