@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/shards"
 )
 
 // Reason says why a run ended.
@@ -106,12 +106,11 @@ func IsAggregated(data []byte) bool { return bytes.HasPrefix(data, kplMagic) }
 const clockSkew = time.Second
 
 // StreamName returns the stream name of an ARN
-// (arn:aws:kinesis:<region>:<account>:stream/<name>), or s itself.
+// (arn:aws:kinesis:<region>:<account>:stream/<name>), or s itself. The ARN
+// is parsed by shards.StreamName, the one parser of stream ARNs.
 func StreamName(s string) string {
-	if strings.HasPrefix(s, "arn:") {
-		if _, name, ok := strings.Cut(s, ":stream/"); ok {
-			return name
-		}
+	if name, err := shards.StreamName(s); err == nil {
+		return name
 	}
 	return s
 }
