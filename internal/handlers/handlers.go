@@ -111,13 +111,9 @@ func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error
 	return reader.NewDestination(arn, nil, sns.NewFromConfig(cfg))
 }
 
-// Handle runs one iteration of the shard loop: the state in, the next state out.
-// An input with continueAsNew set is the first state of a fresh execution
-// (the state machine's continue-as-new): its iteration count starts again.
+// Handle runs one iteration of the shard loop: the state in, the next state
+// out. (A state handed on by continue-as-new already counts iteration 0.)
 func (h *ShardReader) Handle(ctx context.Context, st reader.State) (reader.State, error) {
-	if st.ContinueAsNew {
-		st.Iteration = 0
-	}
 	defer h.metrics.Flush() // before Lambda freezes the process
 	return reader.Run(ctx, h.opts, st)
 }

@@ -163,11 +163,8 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 		if !st.Continue {
 			break
 		}
-		if st.ContinueAsNew {
-			// Step Functions would start a fresh execution with this state;
-			// locally the goroutine goes on, counting iterations afresh.
-			st.Iteration = 0
-		}
+		// On ContinueAsNew Step Functions would start a fresh execution with
+		// this state (iteration already 0); locally the goroutine goes on.
 	}
 	r.mu.Lock()
 	lp.info.Done = true
