@@ -84,3 +84,20 @@ func TestTokens_RoundTripAndRefuseDamage(t *testing.T) {
 		t.Error("decodeListToken accepted a made-up token")
 	}
 }
+
+func TestCheckSeq_RefusesNumbersOutsideTheShardsRange(t *testing.T) {
+	c, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stream{id: 1, name: "s", counter: 10}
+	sh := &shard{index: 0, start: 3, end: 8, closed: true}
+	for n, ok := range map[uint64]bool{2: false, 3: true, 8: true, 9: false, 0: false} {
+		if _, err := c.checkSeq(st, sh, formatSeq(n, 1, 0)); (err == nil) != ok {
+			t.Errorf("counter %d: err = %v, want ok %v", n, err, ok)
+		}
+	}
+	if _, err := c.checkSeq(st, sh, formatSeq(11, 1, 0)); err == nil {
+		t.Error("a number not issued yet was accepted")
+	}
+}

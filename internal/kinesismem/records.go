@@ -258,6 +258,8 @@ func (c *Client) checkSeq(st *stream, sh *shard, s string) (uint64, error) {
 		return 0, invalid("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s is invalid because it did not come from this stream.", s, sh.id, st.name, c.opts.Account)
 	case sq.shard != sh.index:
 		return 0, invalid("Invalid StartingSequenceNumber. It encodes %s, while it was used in a call to a shard with %s", shardID(sq.shard), sh.id)
+	case sq.n < sh.start || (sh.closed && sq.n > sh.end):
+		return 0, invalid("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s is invalid: it is outside the shard's sequence number range.", s, sh.id, st.name, c.opts.Account)
 	}
 	return sq.n, nil
 }
