@@ -414,10 +414,10 @@ func TestASLInInterpreterLoopsAndContinuesAsNewWithTheRealShardReader(t *testing
 		}
 		shard := "shardId-000000000000"
 		const gen = "asl-e2e-1"
-		if _, err := store.SetStart(ctx, stream, shard, "horizon", gen); err != nil {
+		if _, err := store.SetStart(ctx, stream, shard, lease.Start{Position: "horizon", Generation: gen, Order: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.Take(ctx, stream, shard, leaseOwner, lease.WithGeneration(gen)); err != nil {
+		if _, err := store.Take(ctx, stream, shard, leaseOwner); err != nil {
 			t.Fatal(err)
 		}
 		loop := coordinator.Loop{Stream: stream, StreamARN: aws.ToString(sum.StreamDescriptionSummary.StreamARN), ShardID: shard, Owner: coordinator.OwnerID(shard)}

@@ -119,7 +119,16 @@ func resetShard(ctx context.Context, w io.Writer, store lease.Store, stream, sha
 	if row.Finished() {
 		return fmt.Errorf("--shard %s was read to its end (SHARD_END): its children carry on from their own checkpoints; reset a child instead", shardID)
 	}
-	now := time.Now()
+	lapsed := false
+	if row.Held() && !force {
+		// Whether the owner is alive is told by its counter, not by the
+		// expiry its own clock wrote: watch it for one lease duration.
+		fmt.Fprintf(w, "owner %q holds --shard %s; watching its lease for %s to see whether it is alive\n", row.Owner, shardID, lease.DefaultDuration)
+		if lapsed, err = watchLease(ctx, store, row, lease.DefaultDuration, 500*time.Millisecond); err != nil {
+			return err
+		}
+		force = lapsed
+	}
 	l, err := store.Reset(ctx, stream, shardID, pos, force)
 	var ce *lease.ConflictError
 	switch {
@@ -128,8 +137,8 @@ func resetShard(ctx context.Context, w io.Writer, store lease.Store, stream, sha
 		if ce.Current != nil {
 			holder = *ce.Current
 		}
-		return fmt.Errorf("--shard %s is being read: owner %q holds the lease until %s; stop it first or pass --force (the holder then stops at its next renewal, within seconds, and writes no more checkpoints)",
-			shardID, holder.Owner, holder.Expiry.UTC().Format(time.RFC3339))
+		return fmt.Errorf("--shard %s is being read: owner %q renewed its lease while we watched (counter %d); stop it first or pass --force (the holder then stops at its next renewal, within seconds, and writes no more checkpoints)",
+			shardID, holder.Owner, holder.Counter)
 	case errors.Is(err, lease.ErrNotFound):
 		return fmt.Errorf("no lease row for --shard %s of --stream %s in --table %s", shardID, stream, table)
 	case err != nil:
@@ -140,10 +149,38 @@ func resetShard(ctx context.Context, w io.Writer, store lease.Store, stream, sha
 		was = "checkpoint " + row.Checkpoint
 	}
 	fmt.Fprintf(w, "%s %s: the next reader opens at %s (was %s)\n", stream, shardID, l.Start, was)
-	if row.HeldAt(now) {
+	switch {
+	case lapsed:
+		fmt.Fprintf(w, "owner %q had stopped renewing its lease, which was cleared; the coordinator starts a new loop at its next pass\n", row.Owner)
+	case row.Held():
 		fmt.Fprintf(w, "owner %q was cleared: it stops at its next lease renewal; the coordinator starts a new loop at its next pass\n", row.Owner)
-	} else {
+	default:
 		fmt.Fprintln(w, "no loop holds the shard: the coordinator starts one at its next pass")
 	}
 	return nil
+}
+
+// watchLease reads the shard's row every poll until its owner's counter has
+// stood still for d (the owner is gone: lapsed true) or changed (alive:
+// false), as a coordinator's lease.Observer judges it.
+func watchLease(ctx context.Context, store lease.Store, row lease.Lease, d, poll time.Duration) (bool, error) {
+	obs := lease.NewObserver(d)
+	for {
+		if obs.Observe(row, time.Now()).Available() {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(poll):
+		}
+		next, err := store.Get(ctx, row.Stream, row.ShardID)
+		if err != nil {
+			return false, err
+		}
+		if next.Owner != row.Owner || next.Counter != row.Counter {
+			return false, nil
+		}
+		row = next
+	}
 }

@@ -30,7 +30,7 @@ func runCmd(ctx context.Context, args []string) error {
 	stream := fs.String("stream", "", "stream name or ARN (required)")
 	table := fs.String("table", "", "DynamoDB lease table (created if missing); empty keeps leases in memory")
 	target := fs.String("target", "", "target Lambda function name or ARN; empty prints each record")
-	start := fs.String("start", "latest", "start position: latest, horizon, timestamp:<unix ms>, sequence:<shard>:<seq>")
+	start := fs.String("start", "", "start position, applied once over the checkpoints: latest, horizon, timestamp:<unix ms>, sequence:<shard>:<seq>; empty: resume from the checkpoints (a shard without one opens at the tip)")
 	create := fs.Int("create-shards", 0, "create the stream with this many shards if it is missing (0: never)")
 	batch := fs.Int("batch-size", 100, "records per GetRecords and per target invocation (1-10000)")
 	poll := fs.Duration("poll-interval", reader.DefaultPollInterval, "wait after an empty read")

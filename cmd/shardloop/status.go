@@ -58,7 +58,7 @@ func printStatus(w io.Writer, rows []lease.Lease, now time.Time) {
 		switch {
 		case r.Owner == "":
 			owner = "-"
-		case r.HeldAt(now):
+		case now.Before(r.Expiry): // by the holder's clock, which may differ from this one
 			expiry = "in " + r.Expiry.Sub(now).Round(100*time.Millisecond).String()
 		default:
 			expiry = "expired " + now.Sub(r.Expiry).Round(100*time.Millisecond).String() + " ago"

@@ -46,7 +46,7 @@ func TestReader_ReadsASplitShardToItsEndInVirtualTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.SetStart(ctx, "orders", shardN(0), "horizon", "g1"); err != nil {
+		if _, err := store.SetStart(ctx, "orders", shardN(0), lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
 			t.Fatal(err)
 		}
 		var got []string

@@ -226,10 +226,11 @@ func CoordinatorFromEnv(getenv func(string) string) (Coordinator, error) {
 			e.errs = append(e.errs, &Error{Var: VarStream, Value: c.Stream, Want: "a stream name or a Kinesis stream ARN"})
 		}
 	}
-	if c.Start == "" {
-		c.Start = "latest"
-	} else if _, err := reader.ParsePosition(c.Start); err != nil {
-		e.errs = append(e.errs, &Error{Var: VarStart, Value: c.Start, Want: "latest, horizon, timestamp:<unix ms> or sequence:<shard>:<seq>"})
+	// An unset start is no start: checkpoints always win (docs/design.md).
+	if c.Start != "" {
+		if _, err := reader.ParsePosition(c.Start); err != nil {
+			e.errs = append(e.errs, &Error{Var: VarStart, Value: c.Start, Want: "latest, horizon, timestamp:<unix ms> or sequence:<shard>:<seq>"})
+		}
 	}
 	return c, errors.Join(e.errs...)
 }

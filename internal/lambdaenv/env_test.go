@@ -62,7 +62,8 @@ func TestCoordinatorFromEnv_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Start != "latest" || c.Window != 55*time.Second || c.CreateShards != 0 {
+	// No start position set is no start: the checkpoints decide.
+	if c.Start != "" || c.Window != 55*time.Second || c.CreateShards != 0 {
 		t.Fatalf("coordinator env = %+v", c)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/shards"
 )
 
@@ -23,13 +24,17 @@ const (
 type Subscription struct {
 	// Stream is the stream's name or ARN.
 	Stream string
-	// Start is the subscription's start position in text form ("latest",
-	// "horizon", "timestamp:<unix ms>", "sequence:<shard>:<seq>"); empty
-	// means latest. It applies at startup to the shards the subscription
-	// opens with.
+	// Start is the explicitly configured start position in text form
+	// ("latest", "horizon", "timestamp:<unix ms>", "sequence:<shard>:<seq>"),
+	// or empty for none. A configured start is a generation: the first
+	// coordinator of it applies it once to the shards listed then,
+	// overriding their checkpoints (see lease.Generation). With none, no
+	// checkpoint ever moves: a shard without one opens at the tip, pinned
+	// when first recorded.
 	Start string
-	// Generation names the subscription startup; empty derives it from the
+	// Generation names the configured start; empty derives it from the
 	// stream and Start, so a changed start position is a new generation.
+	// Ignored without a Start.
 	Generation string
 	// CreateShards, when positive, creates a missing stream in provisioned
 	// mode with that many shards.
@@ -49,6 +54,17 @@ type Config struct {
 	// be unique and, for Step Functions, at most 80 characters of letters,
 	// digits, '-' and '_'.
 	NewOwner func(shardID string) string
+	// LeaseDuration is how long a lease's counter must stand still, on this
+	// coordinator's clock, before its shard is taken from the owner that
+	// stopped renewing it; default lease.DefaultDuration. It must be at
+	// least the readers' lease duration.
+	LeaseDuration time.Duration
+	// Name identifies this coordinator in the generation records it writes
+	// (RecordedBy); default "coordinator".
+	Name string
+	// OnPass, when set, is called with each stream's result after every
+	// pass (for metrics). It must be fast.
+	OnPass func(StreamResult)
 }
 
 // ErrInvalidConfig is matched by every configuration error.
@@ -76,12 +92,15 @@ func (c *Config) setDefaults() {
 	if c.NewOwner == nil {
 		c.NewOwner = OwnerID
 	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = lease.DefaultDuration
+	}
+	if c.Name == "" {
+		c.Name = "coordinator"
+	}
 	for i := range c.Subscriptions {
 		s := &c.Subscriptions[i]
-		if s.Start == "" {
-			s.Start = "latest"
-		}
-		if s.Generation == "" {
+		if s.Start != "" && s.Generation == "" {
 			s.Generation = generationOf(s.Stream, s.Start)
 		}
 	}
@@ -94,6 +113,9 @@ func (c Config) validate() error {
 	if c.RelistInterval < 0 {
 		return &ConfigError{Field: "RelistInterval", Reason: "want a positive duration"}
 	}
+	if c.LeaseDuration < 0 {
+		return &ConfigError{Field: "LeaseDuration", Reason: "want a positive duration"}
+	}
 	seen := map[string]int{}
 	for i, s := range c.Subscriptions {
 		field := fmt.Sprintf("Subscriptions[%d]", i)
@@ -105,8 +127,13 @@ func (c Config) validate() error {
 			return &ConfigError{Field: field + ".Stream", Reason: fmt.Sprintf("stream %q is already read by Subscriptions[%d]: one deployment reads a stream through one subscription", name, j)}
 		}
 		seen[name] = i
-		if err := checkStart(s.Start); err != nil {
-			return &ConfigError{Field: field + ".Start", Reason: err.Error()}
+		if s.Start != "" {
+			if err := checkStart(s.Start); err != nil {
+				return &ConfigError{Field: field + ".Start", Reason: err.Error()}
+			}
+			if s.Generation == lease.DefaultGeneration {
+				return &ConfigError{Field: field + ".Generation", Reason: fmt.Sprintf("%q is the id of a subscription without a start", lease.DefaultGeneration)}
+			}
 		}
 		if s.CreateShards < 0 || s.CreateShards > 10000 {
 			return &ConfigError{Field: field + ".CreateShards", Reason: fmt.Sprintf("%d: want 0 (never create) to 10000", s.CreateShards)}

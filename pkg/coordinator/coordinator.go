@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
@@ -31,7 +35,9 @@ type Starter interface {
 	Start(ctx context.Context, loop Loop) error
 }
 
-// KinesisAPI is what the coordinator calls on Kinesis.
+// KinesisAPI is what the coordinator calls on Kinesis: ListShards,
+// DescribeStreamSummary (the stream's ARN, incarnation and Kinesis's clock)
+// and, for create-if-missing, CreateStream.
 type KinesisAPI interface {
 	shards.ListAPI
 	shards.CreateAPI
@@ -45,6 +51,8 @@ type Coordinator struct {
 	kinesis KinesisAPI
 	starter Starter
 	nudge   chan struct{}
+
+	observer *lease.Observer
 
 	mu      sync.Mutex
 	created map[string]bool // streams create-if-missing has run for
@@ -66,7 +74,7 @@ func New(cfg Config, store lease.Store, kinesis KinesisAPI, starter Starter) (*C
 		return nil, &ConfigError{Field: "starter", Reason: "want a Starter"}
 	}
 	return &Coordinator{cfg: cfg, store: store, kinesis: kinesis, starter: starter,
-		nudge: make(chan struct{}, 1), created: map[string]bool{}}, nil
+		nudge: make(chan struct{}, 1), created: map[string]bool{}, observer: lease.NewObserver(cfg.LeaseDuration)}, nil
 }
 
 // Nudge asks a running Run to pass again at once. It never blocks.
@@ -100,11 +108,12 @@ func (c *Coordinator) Run(ctx context.Context, window time.Duration) error {
 			ok = true
 		}
 		wait := c.cfg.RelistInterval
-		// Pass again just after the earliest lease expiry seen: a loop that
-		// died is then taken over within moments of its lease lapsing rather
-		// than at the next relist. Live leases are renewed every 3 s, so their
-		// expiries are never nearer than ~7 s and this adds few passes.
-		if next := res.NextExpiry(); !next.IsZero() {
+		// Pass again just after the earliest moment a held lease would lapse
+		// by this coordinator's watch: a loop that died is then taken over
+		// within moments of its counter having stood still for a lease
+		// duration rather than at the next relist. Live leases are renewed
+		// every 3 s, which restarts their watch, so this adds few passes.
+		if next := res.NextLapse(); !next.IsZero() {
 			if d := max(next.Sub(c.cfg.Clock())+expiryGrace, minWait); d < wait {
 				wait = d
 			}
@@ -146,13 +155,13 @@ type PassResult struct {
 	Streams []StreamResult
 }
 
-// NextExpiry is the earliest future expiry of a lease held by another owner
-// in any stream of the pass, or the zero time.
-func (r PassResult) NextExpiry() time.Time {
+// NextLapse is the earliest time a lease held by another owner in any
+// stream of the pass lapses unless renewed, or the zero time.
+func (r PassResult) NextLapse() time.Time {
 	var next time.Time
 	for _, s := range r.Streams {
-		if !s.NextExpiry.IsZero() && (next.IsZero() || s.NextExpiry.Before(next)) {
-			next = s.NextExpiry
+		if !s.NextLapse.IsZero() && (next.IsZero() || s.NextLapse.Before(next)) {
+			next = s.NextLapse
 		}
 	}
 	return next
@@ -167,14 +176,25 @@ type StreamResult struct {
 	Lost int
 	// Waiting explains the shards not taken, by shard id.
 	Waiting map[string]shards.Reason
-	// StartRecorded is true when this pass recorded the start position.
+	// Generation is the stream's generation record as this pass left it
+	// (zero when it could not be read), and Step what the pass did about it:
+	// "follow", "begin", "finish" or "stale".
+	Generation lease.Generation
+	Step       string
+	// StartRecorded is true when this pass recorded a start on some row.
 	StartRecorded bool
-	// Deleted lists rows removed for shards gone from the listing.
-	Deleted []string
-	// NextExpiry is the earliest expiry of the held leases of listed,
-	// unfinished shards, those taken in this pass included; zero when none
-	// is held.
-	NextExpiry time.Time
+	// StaleConfiguration is true when the stream's recorded generation is
+	// newer than this coordinator's start position: it changed nothing.
+	StaleConfiguration bool
+	// Deleted lists rows removed for shards gone from the listing or of an
+	// earlier incarnation of the stream; StaleRows the shards whose rows
+	// are of an earlier incarnation and still held.
+	Deleted   []string
+	StaleRows []string
+	// NextLapse is the earliest time a held lease of a listed, unfinished
+	// shard lapses by this coordinator's watch unless renewed (those taken
+	// in this pass included); zero when none is held.
+	NextLapse time.Time
 }
 
 // Pass runs one pass over every subscription. Errors of one subscription do
@@ -184,6 +204,9 @@ func (c *Coordinator) Pass(ctx context.Context) (PassResult, error) {
 	var errs []error
 	for _, sub := range c.cfg.Subscriptions {
 		r, err := c.passOne(ctx, sub)
+		if c.cfg.OnPass != nil {
+			c.cfg.OnPass(r)
+		}
 		res.Streams = append(res.Streams, r)
 		if err != nil {
 			errs = append(errs, err)
@@ -208,6 +231,10 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		c.markCreated(name)
 	}
 
+	sum, err := c.describe(ctx, sub.Stream)
+	if err != nil {
+		return res, fmt.Errorf("stream %s: %w", name, err)
+	}
 	listing, err := shards.List(ctx, c.kinesis, sub.Stream)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
@@ -222,45 +249,51 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		return res, fmt.Errorf("stream %s: read leases: %w", name, err)
 	}
 
-	// Subscription startup: the first pass of a generation records the start
-	// position on every shard it opens with. A later pass finishes a startup
-	// that failed part way: an original shard (no parents) still without a
-	// row gets the start recorded on its siblings' rows. Children never get
-	// it: they open at their oldest record.
-	start, todo := startupPlan(listing, rows, sub, c.cfg.Clock())
-	for _, id := range todo {
-		if _, err := c.store.SetStart(ctx, name, id, start, sub.Generation); err != nil {
-			return res, fmt.Errorf("stream %s: record start position: %w", name, err)
-		}
+	recorded, err := c.generation(ctx, name, sub, listing, rows, sum, &res, log)
+	if err != nil {
+		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
-	if len(todo) > 0 {
-		res.StartRecorded = true
-		log.InfoContext(ctx, "subscription start recorded", "start", start, "generation", sub.Generation, "shards", len(todo))
+	if recorded {
 		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
 			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
 		}
 	}
 
-	d := shards.Decide(shards.Input{Shards: listing, Leases: rows, StartAtTip: sub.Start == "latest", Now: c.cfg.Clock()})
+	now := c.cfg.Clock() // read after the rows arrived: the watch starts no earlier than they were written
+	verdicts := make(map[string]lease.Verdict, len(rows))
+	for id, r := range rows {
+		verdicts[id] = c.observer.Observe(r, now)
+	}
+	d := shards.Decide(shards.Input{Shards: listing, Leases: rows, Verdicts: verdicts, Incarnation: sum.incarnation})
 	res.Waiting = d.NotLeasable
-	for _, why := range d.NotLeasable {
-		if why.Kind == shards.Held && (res.NextExpiry.IsZero() || why.Until.Before(res.NextExpiry)) {
-			res.NextExpiry = why.Until
+	var stale []lease.Lease
+	for id, why := range d.NotLeasable {
+		switch why.Kind {
+		case shards.Held:
+			if !why.Until.IsZero() && (res.NextLapse.IsZero() || why.Until.Before(res.NextLapse)) {
+				res.NextLapse = why.Until
+			}
+		case shards.Stale:
+			stale = append(stale, rows[id])
 		}
 	}
 	var errs []error
 	for _, s := range d.Leasable {
 		owner := c.cfg.NewOwner(s.ID)
-		taken, err := c.store.Take(ctx, name, s.ID, owner, lease.WithParents(s.Parents()...), lease.WithGeneration(sub.Generation))
+		opts := []lease.TakeOption{lease.WithParents(s.Parents()...), lease.WithIncarnation(sum.incarnation)}
+		if r, ok := rows[s.ID]; ok && r.Held() {
+			opts = append(opts, lease.IfCounter(verdicts[s.ID].Counter)) // lapsed: taken only if still unchanged
+		}
+		taken, err := c.store.Take(ctx, name, s.ID, owner, opts...)
 		if errors.Is(err, lease.ErrHeld) {
-			res.Lost++ // another coordinator took it first
+			res.Lost++ // another coordinator took it first, or its holder renewed at last
 			continue
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("take %s: %w", lease.Key(name, s.ID), err))
 			continue
 		}
-		loop := Loop{Stream: name, ShardID: s.ID, Owner: owner}
+		loop := Loop{Stream: name, ShardID: s.ID, Owner: owner, StreamARN: sum.arn}
 		if strings.HasPrefix(sub.Stream, "arn:") {
 			loop.StreamARN = sub.Stream
 		}
@@ -272,14 +305,14 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 			errs = append(errs, fmt.Errorf("start loop for %s: %w", lease.Key(name, s.ID), err))
 			continue
 		}
-		if res.NextExpiry.IsZero() || taken.Expiry.Before(res.NextExpiry) {
-			res.NextExpiry = taken.Expiry
+		if at := c.observer.Observe(taken, c.cfg.Clock()).LapsesAt; res.NextLapse.IsZero() || at.Before(res.NextLapse) {
+			res.NextLapse = at
 		}
 		log.InfoContext(ctx, "started loop", "shard_id", s.ID, "owner", owner)
 		res.Started = append(res.Started, loop)
 	}
 
-	deleted, err := c.cleanup(ctx, name, listing, rows)
+	deleted, err := c.cleanup(ctx, name, listing, rows, stale, verdicts, &res)
 	res.Deleted = deleted
 	if err != nil {
 		errs = append(errs, err)
@@ -287,19 +320,163 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	return res, errors.Join(errs...)
 }
 
-// cleanup removes the rows of shards gone from the listing (trimmed by
-// retention) once no listed child still needs them: a child needs its
-// parent's row until the child has a checkpoint of its own. Rows of listed
-// shards are never touched. It lists the stream's rows, which on DynamoDB is
-// a scan, so it runs only when some listed shard has a parent that is not
-// listed or the row count differs from the listing.
-func (c *Coordinator) cleanup(ctx context.Context, stream string, listing []shards.Shard, rows map[string]lease.Lease) ([]string, error) {
+// summary is what a pass needs of DescribeStreamSummary.
+type summary struct {
+	arn         string
+	incarnation int64     // the stream's creation time, Unix ms
+	serverNow   time.Time // Kinesis's clock when it answered
+}
+
+func (c *Coordinator) describe(ctx context.Context, stream string) (summary, error) {
+	in := &kinesis.DescribeStreamSummaryInput{}
+	if strings.HasPrefix(stream, "arn:") {
+		in.StreamARN = aws.String(stream)
+	} else {
+		in.StreamName = aws.String(stream)
+	}
+	out, err := c.kinesis.DescribeStreamSummary(ctx, in)
+	if err != nil {
+		return summary{}, fmt.Errorf("describe stream: %w", err)
+	}
+	var sm summary
+	if d := out.StreamDescriptionSummary; d != nil {
+		sm.arn = aws.ToString(d.StreamARN)
+		if d.StreamCreationTimestamp != nil {
+			sm.incarnation = d.StreamCreationTimestamp.UnixMilli()
+		}
+	}
+	if t, ok := shards.ServerTime(out.ResultMetadata); ok {
+		sm.serverNow = t
+	} else {
+		sm.serverNow = c.cfg.Clock() // a client without HTTP responses (tests); documented in docs/design.md
+	}
+	return sm, nil
+}
+
+// generation reads the stream's generation record and takes the step
+// stepFor decides: it records a new generation and applies its start, or
+// finishes applying the recorded one, or reports a stale configuration. It
+// returns whether it recorded a start on any row.
+func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscription, listing []shards.Shard,
+	rows map[string]lease.Lease, sum summary, res *StreamResult, log *slog.Logger) (bool, error) {
+	rec, err := c.store.GetGeneration(ctx, stream)
+	found := err == nil
+	if err != nil && !errors.Is(err, lease.ErrNotFound) {
+		return false, fmt.Errorf("read generation: %w", err)
+	}
+	step := stepFor(rec, found, sub, sum.incarnation)
+	res.Step, res.Generation = step.String(), rec
+	switch step {
+	case genFollow:
+		return false, nil
+	case genStale:
+		res.StaleConfiguration = true
+		log.WarnContext(ctx, "the stream's recorded generation is newer than this configuration's start position; changing nothing",
+			"start", sub.Start, "generation", sub.Generation, "recorded", rec.ID, "recorded_start", rec.Start,
+			"recorded_order", rec.Order, "recorded_at", rec.RecordedAt, "recorded_by", rec.RecordedBy)
+		return false, nil
+	case genBegin:
+		if err := checkSequenceShard(sub, listing); err != nil {
+			return false, err
+		}
+		prevOrder := int64(0)
+		if found {
+			prevOrder = rec.Order
+		}
+		next := newGeneration(rec, found, sub, listing, sum.incarnation, sum.serverNow, c.cfg.Clock(), c.cfg.Name)
+		next.Applied = adoptsLegacy(rows, sub)
+		if err := c.store.PutGeneration(ctx, stream, next, prevOrder); err != nil {
+			if errors.Is(err, lease.ErrChanged) {
+				log.InfoContext(ctx, "another coordinator recorded a generation first; deciding again next pass")
+				return false, nil
+			}
+			return false, fmt.Errorf("record generation: %w", err)
+		}
+		log.InfoContext(ctx, "generation begins", "generation", next.ID, "order", next.Order, "start", next.Start,
+			"tip", next.Tip, "shards", len(next.Shards), "superseded", next.Superseded)
+		rec, res.Generation = next, next
+		if rec.Applied {
+			return false, nil
+		}
+	}
+	// Apply rec's start to the shards it covers that are still listed. Each
+	// write is conditional on the row's order, so a pass that repeats one
+	// after a failure changes nothing, and an older coordinator's write can
+	// never land over it.
+	listed := make(map[string]shards.Shard, len(listing))
+	for _, s := range listing {
+		listed[s.ID] = s
+	}
+	n := 0
+	for _, id := range rec.Shards {
+		s, ok := listed[id]
+		if !ok {
+			continue
+		}
+		row, hasRow := rows[id]
+		st, err := startFor(rec, sub, s, row, hasRow)
+		if err != nil {
+			return n > 0, err
+		}
+		changed, err := c.store.SetStart(ctx, stream, id, st)
+		if err != nil {
+			return n > 0, fmt.Errorf("record start position on %s: %w", id, err)
+		}
+		if changed {
+			n++
+		}
+	}
+	res.StartRecorded = n > 0
+	rec.Applied = true
+	if err := c.store.PutGeneration(ctx, stream, rec, rec.Order); err != nil && !errors.Is(err, lease.ErrChanged) {
+		return n > 0, fmt.Errorf("mark generation applied: %w", err)
+	}
+	res.Generation = rec
+	log.InfoContext(ctx, "generation applied", "generation", rec.ID, "order", rec.Order, "start", rec.Start, "rows", n)
+	return n > 0, nil
+}
+
+// cleanup removes rows that no listed shard needs, once nobody holds them
+// (released, or lapsed by this coordinator's watch; each delete is
+// conditional on the counter seen): rows of shards gone from the listing
+// (trimmed by retention) once no listed child still needs them (a child
+// needs its parent's row until the child has a checkpoint of its own), and
+// rows of an earlier incarnation of the stream. Listing every row is a scan
+// on DynamoDB, so it runs only when some listed shard has a parent that is
+// not listed or some listed shard's row was stale.
+func (c *Coordinator) cleanup(ctx context.Context, stream string, listing []shards.Shard, rows map[string]lease.Lease,
+	stale []lease.Lease, verdicts map[string]lease.Verdict, res *StreamResult) ([]string, error) {
+	var deleted []string
+	del := func(r lease.Lease, v lease.Verdict) error {
+		if !v.Available() {
+			return nil
+		}
+		if err := c.store.Delete(ctx, stream, r.ShardID, v.Counter); err != nil {
+			if errors.Is(err, lease.ErrHeld) {
+				return nil // renewed or taken since: look again next pass
+			}
+			return fmt.Errorf("stream %s: delete row of %s: %w", stream, r.ShardID, err)
+		}
+		c.observer.Forget(stream, r.ShardID)
+		deleted = append(deleted, r.ShardID)
+		return nil
+	}
+	for _, r := range stale {
+		v := verdicts[r.ShardID]
+		if !v.Available() {
+			res.StaleRows = append(res.StaleRows, r.ShardID)
+		}
+		if err := del(r, v); err != nil {
+			return deleted, err
+		}
+	}
+
 	listed := make(map[string]bool, len(listing))
 	for _, s := range listing {
 		listed[s.ID] = true
 	}
 	needed := map[string]bool{}
-	suspect := false
+	suspect := len(stale) > 0
 	for _, s := range listing {
 		for _, p := range s.Parents() {
 			if listed[p] {
@@ -312,73 +489,22 @@ func (c *Coordinator) cleanup(ctx context.Context, stream string, listing []shar
 		}
 	}
 	if !suspect {
-		return nil, nil
+		return deleted, nil
 	}
 	all, err := c.store.List(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: list leases for cleanup: %w", stream, err)
+		return deleted, fmt.Errorf("stream %s: list leases for cleanup: %w", stream, err)
 	}
-	var deleted []string
+	now := c.cfg.Clock()
 	for _, r := range all {
-		if listed[r.ShardID] || needed[r.ShardID] || r.HeldAt(c.cfg.Clock()) {
+		if listed[r.ShardID] || needed[r.ShardID] {
 			continue
 		}
-		if err := c.store.Delete(ctx, stream, r.ShardID); err != nil {
-			if errors.Is(err, lease.ErrHeld) {
-				continue
-			}
-			return deleted, fmt.Errorf("stream %s: delete row of trimmed shard %s: %w", stream, r.ShardID, err)
+		if err := del(r, c.observer.Observe(r, now)); err != nil {
+			return deleted, err
 		}
-		deleted = append(deleted, r.ShardID)
 	}
 	return deleted, nil
-}
-
-// recordedStart is the start position written on the rows at startup. The
-// tip ("latest") is pinned to the startup time, as a timestamp: a reader that
-// opens at the tip and dies before its first checkpoint would otherwise leave
-// its successor at a later tip, and the records in between would be skipped.
-// With the timestamp every reader of the opening set opens at the same place
-// until a checkpoint is written (a few records may be delivered twice).
-func recordedStart(start string, now time.Time) string {
-	if start == "latest" {
-		return fmt.Sprintf("timestamp:%d", now.UnixMilli())
-	}
-	return start
-}
-
-// startupPlan says which listed shards need the start position recorded, and
-// which position. With no row of this generation, this pass is the
-// subscription's startup: every listed shard. Otherwise the shards a
-// startup that failed part way missed: rows of another generation, and
-// parentless shards without a row (a child without a row was created after
-// startup and opens at its oldest record), with the start already recorded
-// on the generation's rows.
-func startupPlan(listing []shards.Shard, rows map[string]lease.Lease, sub Subscription, now time.Time) (string, []string) {
-	var recorded string
-	started := false
-	for _, r := range rows {
-		if r.Generation == sub.Generation {
-			started = true
-			if r.Start != "" {
-				recorded = r.Start
-			}
-		}
-	}
-	var todo []string
-	for _, s := range listing {
-		row, hasRow := rows[s.ID]
-		switch {
-		case !started, // the startup itself
-			hasRow && row.Generation != sub.Generation, // missed by a startup that failed part way
-			!hasRow && len(s.Parents()) == 0:           // likewise, a row never written
-			todo = append(todo, s.ID)
-		}
-	}
-	if recorded == "" {
-		recorded = recordedStart(sub.Start, now)
-	}
-	return recorded, todo
 }
 
 func (c *Coordinator) wasCreated(stream string) bool {

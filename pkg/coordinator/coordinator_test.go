@@ -122,7 +122,7 @@ func TestPass_StartupRecordsStartOncePerGeneration(t *testing.T) {
 	}
 
 	// A changed start position is a new generation, recorded again; the tip
-	// is pinned to the startup time so that a takeover before the first
+	// is pinned once, on Kinesis's clock, so that a takeover before the first
 	// checkpoint opens where the first reader did.
 	c2 := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "latest"}}}, store, kc, rec)
 	res, err = c2.Pass(ctx)
@@ -133,9 +133,16 @@ func TestPass_StartupRecordsStartOncePerGeneration(t *testing.T) {
 	if !res.Streams[0].StartRecorded || !strings.HasPrefix(rows[0].Start, "timestamp:") || rows[0].Generation == gen {
 		t.Fatalf("after a changed start: pass %+v, row %+v", res.Streams[0], rows[0])
 	}
+	g, err := store.GetGeneration(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Order != 2 || !g.Supersedes(gen) || g.Start != rows[0].Start || !g.Applied || len(g.Shards) != 2 {
+		t.Fatalf("generation record %+v, want order 2 superseding %s with the pinned start", g, gen)
+	}
 }
 
-func TestPass_ChildTakenLaterCarriesGenerationNotStart(t *testing.T) {
+func TestPass_ChildCreatedAfterTheGenerationGetsNoStart(t *testing.T) {
 	kc := testaws.Kinesis(t)
 	stream := newStream(t, kc, 1)
 	store := memStore(t)
@@ -159,8 +166,8 @@ func TestPass_ChildTakenLaterCarriesGenerationNotStart(t *testing.T) {
 	}
 	for _, l := range res.Streams[0].Started {
 		row, _ := store.Get(ctx, stream, l.ShardID)
-		if row.Start != "" || row.Generation == "" || len(row.ParentShardIDs) != 1 || row.ParentShardIDs[0] != parent.ShardID {
-			t.Fatalf("child row = %+v, want a generation, no start, parent %s", row, parent.ShardID)
+		if row.Start != "" || row.Generation != "" || len(row.ParentShardIDs) != 1 || row.ParentShardIDs[0] != parent.ShardID {
+			t.Fatalf("child row = %+v, want no start (it opens at its oldest record), parent %s", row, parent.ShardID)
 		}
 	}
 }
@@ -396,9 +403,10 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// TestRun_PassesAtLeaseExpiry: a shard whose loop died is taken over just
-// after its lease lapses, not at the next relist.
-func TestRun_PassesAtLeaseExpiry(t *testing.T) {
+// TestRun_PassesWhenAWatchedLeaseLapses: a shard whose loop died is taken
+// over just after its counter has stood still for a lease duration on the
+// coordinator's clock, not at the next relist.
+func TestRun_PassesWhenAWatchedLeaseLapses(t *testing.T) {
 	kc := testaws.Kinesis(t)
 	stream := newStream(t, kc, 1)
 	store, err := lease.NewMemoryStore(func(o *lease.Options) { o.Duration = 2 * time.Second })
@@ -409,6 +417,7 @@ func TestRun_PassesAtLeaseExpiry(t *testing.T) {
 	c := newCoordinator(t, coordinator.Config{
 		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
 		RelistInterval: time.Hour,
+		LeaseDuration:  2 * time.Second,
 	}, store, kc, rec)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(t.Context(), 30*time.Second) }()
@@ -431,7 +440,7 @@ type failingSetStart struct {
 	left int
 }
 
-func (f *failingSetStart) SetStart(ctx context.Context, stream, shardID, start, gen string) (bool, error) {
+func (f *failingSetStart) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
 	f.mu.Lock()
 	if f.left == 0 {
 		f.mu.Unlock()
@@ -439,7 +448,7 @@ func (f *failingSetStart) SetStart(ctx context.Context, stream, shardID, start, 
 	}
 	f.left--
 	f.mu.Unlock()
-	return f.Store.SetStart(ctx, stream, shardID, start, gen)
+	return f.Store.SetStart(ctx, stream, shardID, st)
 }
 
 // TestPass_StartupFailedPartWayIsFinishedNextPass: a startup whose writes

@@ -28,6 +28,21 @@ const (
 	attrStartApplied = "start_applied"
 	attrMillisBehind = "lease_millis_behind"
 	attrLagAt        = "lease_lag_at" // epoch milliseconds
+	attrGenOrder     = "generation_order"
+	attrIncarnation  = "stream_incarnation" // the stream's creation, epoch milliseconds
+
+	// The generation record, a row of its own keyed "<stream>#generation".
+	// It has no "stream" attribute, so List's filter never returns it.
+	attrGenStream      = "generation_stream"
+	attrGenID          = "generation_id"
+	attrGenStart       = "generation_start"
+	attrGenTip         = "generation_tip"
+	attrGenSuperseded  = "generation_superseded"
+	attrGenShards      = "generation_shards"
+	attrGenApplied     = "generation_applied"
+	attrGenRecordedAt  = "generation_recorded_at" // epoch milliseconds, the recorder's clock
+	attrGenRecordedBy  = "generation_recorded_by"
+	attrGenIncarnation = "generation_incarnation"
 )
 
 // batchGetLimit is DynamoDB's limit of keys per BatchGetItem request.
@@ -40,6 +55,7 @@ type DynamoAPI interface {
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
 // DynamoStore keeps leases in a DynamoDB table whose single string hash key is
@@ -92,6 +108,24 @@ type row struct {
 	StartApplied bool     `dynamodbav:"start_applied,omitempty"`
 	MillisBehind int64    `dynamodbav:"lease_millis_behind,omitempty"`
 	LagAt        int64    `dynamodbav:"lease_lag_at,omitempty"`
+	GenOrder     int64    `dynamodbav:"generation_order,omitempty"`
+	Incarnation  int64    `dynamodbav:"stream_incarnation,omitempty"`
+}
+
+// genRow is a stream's generation record as stored.
+type genRow struct {
+	Key         string   `dynamodbav:"lease_key"`
+	Stream      string   `dynamodbav:"generation_stream"`
+	ID          string   `dynamodbav:"generation_id"`
+	Start       string   `dynamodbav:"generation_start"`
+	Tip         string   `dynamodbav:"generation_tip,omitempty"`
+	Order       int64    `dynamodbav:"generation_order"`
+	Superseded  []string `dynamodbav:"generation_superseded,omitempty"`
+	Shards      []string `dynamodbav:"generation_shards,omitempty"`
+	Applied     bool     `dynamodbav:"generation_applied,omitempty"`
+	RecordedAt  int64    `dynamodbav:"generation_recorded_at,omitempty"`
+	RecordedBy  string   `dynamodbav:"generation_recorded_by,omitempty"`
+	Incarnation int64    `dynamodbav:"generation_incarnation,omitempty"`
 }
 
 func decode(item map[string]types.AttributeValue) (Lease, error) {
@@ -103,7 +137,7 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 		Stream: r.Stream, ShardID: r.ShardID, Owner: r.Owner, Counter: r.Counter,
 		Checkpoint: r.Checkpoint, ParentShardIDs: r.Parents,
 		Start: r.Start, Generation: r.Generation, StartApplied: r.StartApplied,
-		MillisBehind: r.MillisBehind,
+		MillisBehind: r.MillisBehind, GenerationOrder: r.GenOrder, Incarnation: r.Incarnation,
 	}
 	if r.Expiry != 0 {
 		l.Expiry = time.UnixMilli(r.Expiry)
@@ -161,6 +195,15 @@ func heldBy(owner string) expression.ConditionBuilder {
 	return expression.Name(attrOwner).Equal(expression.Value(owner))
 }
 
+// counterIs is true when the row's counter is c (a row never taken has
+// none: counter 0).
+func counterIs(c int64) expression.ConditionBuilder {
+	if c == 0 {
+		return expression.AttributeNotExists(expression.Name(attrCounter))
+	}
+	return expression.Name(attrCounter).Equal(expression.Value(c))
+}
+
 // Take implements Store.
 func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
@@ -171,11 +214,13 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	cond := expression.Or(
 		expression.AttributeNotExists(expression.Name(attrOwner)),
 		heldBy(owner),
-		expression.Name(attrExpiry).LessThanEqual(expression.Value(ms(now))),
 	)
 	if o.family != "" {
 		cond = expression.Or(cond, heldBy(o.family),
 			expression.Name(attrOwner).BeginsWith(o.family+RunSeparator))
+	}
+	if o.ifCounter {
+		cond = expression.Or(cond, counterIs(o.counter))
 	}
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
 		Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
@@ -185,8 +230,8 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	if len(o.parents) > 0 {
 		upd = upd.Set(expression.Name(attrParents), expression.Value(o.parents))
 	}
-	if o.generation != "" {
-		upd = upd.Set(expression.Name(attrGeneration), expression.IfNotExists(expression.Name(attrGeneration), expression.Value(o.generation)))
+	if o.incarnation != 0 {
+		upd = upd.Set(expression.Name(attrIncarnation), expression.Value(o.incarnation))
 	}
 	out, err := s.update(ctx, "take", stream, shardID, owner, cond, upd, ErrHeld, types.ReturnValueAllNew)
 	if err != nil {
@@ -242,6 +287,23 @@ func (s *DynamoStore) checkpoint(ctx context.Context, stream, shardID, owner, se
 			Set(expression.Name(attrLagAt), expression.Value(ms(s.opts.Clock())))
 	}
 	out, err := s.update(ctx, "checkpoint", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	if err != nil {
+		return Lease{}, err
+	}
+	return decode(out.Attributes)
+}
+
+// Pin implements Store.
+func (s *DynamoStore) Pin(ctx context.Context, stream, shardID, owner, start string) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkReset(stream, shardID, start); err != nil {
+		return Lease{}, err
+	}
+	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
+		Set(expression.Name(attrStartApplied), expression.Value(false))
+	out, err := s.update(ctx, "pin", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -354,36 +416,58 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 }
 
 // SetStart implements Store.
-func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID, start, generation string) (bool, error) {
-	if err := checkStart(stream, shardID, start, generation); err != nil {
+func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st Start) (bool, error) {
+	if err := checkStart(stream, shardID, st); err != nil {
 		return false, err
 	}
 	cond := expression.Or(
-		expression.AttributeNotExists(expression.Name(attrGeneration)),
-		expression.Name(attrGeneration).NotEqual(expression.Value(generation)),
+		expression.AttributeNotExists(expression.Name(attrGenOrder)),
+		expression.Name(attrGenOrder).LessThan(expression.Value(st.Order)),
 	)
+	if st.IfAbsent {
+		cond = expression.AttributeNotExists(expression.Name(attrKey))
+	}
+	if st.Incarnation != 0 { // a row of an earlier incarnation of the stream is replaced
+		cond = expression.Or(cond, expression.And(
+			expression.AttributeExists(expression.Name(attrIncarnation)),
+			expression.Name(attrIncarnation).NotEqual(expression.Value(st.Incarnation)),
+		))
+	}
 	upd := expression.Set(expression.Name(attrStream), expression.Value(stream)).
 		Set(expression.Name(attrShard), expression.Value(shardID)).
-		Set(expression.Name(attrStart), expression.Value(start)).
-		Set(expression.Name(attrGeneration), expression.Value(generation)).
-		Set(expression.Name(attrStartApplied), expression.Value(false)).
+		Set(expression.Name(attrStart), expression.Value(st.Position)).
+		Set(expression.Name(attrGeneration), expression.Value(st.Generation)).
+		Set(expression.Name(attrGenOrder), expression.Value(st.Order)).
+		Set(expression.Name(attrStartApplied), expression.Value(st.Finished)).
 		Remove(expression.Name(attrOwner)).
 		Remove(expression.Name(attrExpiry))
+	if st.Incarnation != 0 {
+		upd = upd.Set(expression.Name(attrIncarnation), expression.Value(st.Incarnation))
+	}
+	if st.Fresh {
+		upd = upd.Remove(expression.Name(attrParents)).Remove(expression.Name(attrMillisBehind)).Remove(expression.Name(attrLagAt))
+	}
+	switch {
+	case st.Finished:
+		upd = upd.Set(expression.Name(attrCheckpoint), expression.Value(ShardEnd))
+	case st.ClearCheckpoint || st.Fresh:
+		upd = upd.Remove(expression.Name(attrCheckpoint))
+	}
 	_, err := s.update(ctx, "set start", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueNone)
 	if errors.Is(err, ErrHeld) {
-		return false, nil // this generation is already recorded
+		return false, nil // this generation, or a later one, is already recorded
 	}
 	return err == nil, err
 }
 
 // Delete implements Store.
-func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string) error {
+func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
 	if err := checkKey(stream, shardID); err != nil {
 		return err
 	}
 	expr, err := expression.NewBuilder().WithCondition(expression.Or(
-		expression.AttributeNotExists(expression.Name(attrOwner)),
-		expression.Name(attrExpiry).LessThanEqual(expression.Value(ms(s.opts.Clock()))),
+		expression.AttributeNotExists(expression.Name(attrKey)),
+		counterIs(counter),
 	)).Build()
 	if err != nil {
 		return fmt.Errorf("delete %s: build expression: %w", Key(stream, shardID), err)
@@ -402,6 +486,74 @@ func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string) error 
 	return nil
 }
 
+// GetGeneration implements Store.
+func (s *DynamoStore) GetGeneration(ctx context.Context, stream string) (Generation, error) {
+	if err := checkName("stream", stream); err != nil {
+		return Generation{}, err
+	}
+	key := generationKey(stream)
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key}},
+	})
+	if err != nil {
+		return Generation{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return Generation{}, fmt.Errorf("get generation of %s: %w", stream, ErrNotFound)
+	}
+	var r genRow
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return Generation{}, fmt.Errorf("decode %s: %w", key, err)
+	}
+	g := Generation{ID: r.ID, Start: r.Start, Tip: r.Tip, Order: r.Order, Superseded: r.Superseded, Incarnation: r.Incarnation,
+		Shards: r.Shards, Applied: r.Applied, RecordedBy: r.RecordedBy}
+	if r.RecordedAt != 0 {
+		g.RecordedAt = time.UnixMilli(r.RecordedAt)
+	}
+	return g, nil
+}
+
+// PutGeneration implements Store.
+func (s *DynamoStore) PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error {
+	if err := checkGeneration(stream, g, prevOrder); err != nil {
+		return err
+	}
+	key := generationKey(stream)
+	item, err := attributevalue.MarshalMap(genRow{Key: key, Stream: stream, ID: g.ID, Start: g.Start, Tip: g.Tip, Order: g.Order,
+		Superseded: g.Superseded, Shards: g.Shards, Applied: g.Applied, RecordedAt: ms(g.RecordedAt),
+		RecordedBy: g.RecordedBy, Incarnation: g.Incarnation})
+	if err != nil {
+		return fmt.Errorf("put %s: encode: %w", key, err)
+	}
+	if g.RecordedAt.IsZero() {
+		delete(item, attrGenRecordedAt)
+	}
+	cond := expression.AttributeNotExists(expression.Name(attrKey))
+	if prevOrder > 0 {
+		cond = expression.Name(attrGenOrder).Equal(expression.Value(prevOrder))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return fmt.Errorf("put %s: build expression: %w", key, err)
+	}
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return &ConflictError{Op: "put generation", Key: key, Err: ErrChanged}
+	}
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
 // Reset implements Store. A refused condition is told apart (no row, or a
 // live owner) by reading the row again, since not every DynamoDB
 // implementation returns the old item with the failure.
@@ -411,10 +563,7 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 	}
 	cond := expression.AttributeExists(expression.Name(attrKey))
 	if !force {
-		cond = cond.And(expression.Or(
-			expression.AttributeNotExists(expression.Name(attrOwner)),
-			expression.Name(attrExpiry).LessThanEqual(expression.Value(ms(s.opts.Clock()))),
-		))
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attrOwner)))
 	}
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
 		Set(expression.Name(attrStartApplied), expression.Value(false)).

@@ -25,14 +25,28 @@ const ShardEnd = "SHARD_END"
 // KeySeparator joins stream and shard id in a row's key; neither may contain it.
 const KeySeparator = ":"
 
+// metaSeparator joins a stream and the name of one of its own rows (the
+// generation record); no stream name or shard id contains it.
+const metaSeparator = "#"
+
+// generationKey is the key of a stream's generation record.
+func generationKey(stream string) string { return stream + metaSeparator + "generation" }
+
 // Lease is one row of the lease table.
 type Lease struct {
 	Stream  string // stream name
 	ShardID string
-	// Owner holds the lease until Expiry; empty when released or never taken.
-	Owner  string
+	// Owner holds the lease while it renews it; empty when released or never
+	// taken. Whether a holder is still alive is judged by a taker watching
+	// Counter on its own clock (Observer), never by Expiry.
+	Owner string
+	// Expiry is when the holder's last take or renew would end the lease by
+	// the holder's clock. It is for operators (shardloop status); no
+	// decision reads it, because hosts' clocks disagree.
 	Expiry time.Time
-	// Counter goes up on every take and renew; it never goes down.
+	// Counter goes up on every take and renew; it never goes down. A lease
+	// whose counter a taker has seen unchanged for a lease duration has
+	// lapsed (see Observer and IfCounter).
 	Counter int64
 	// Checkpoint is the sequence number of the last record settled, ShardEnd,
 	// or empty when nothing has been checkpointed.
@@ -40,13 +54,22 @@ type Lease struct {
 	// ParentShardIDs are the shard's parents (one after a split, two after a
 	// merge), as recorded when the lease was first taken.
 	ParentShardIDs []string
-	// Start is the subscription's start position recorded at startup for the
-	// shards the subscription opened with; Generation names that startup.
-	// StartApplied turns true with the first checkpoint written after it:
-	// from then on the checkpoint, not Start, says where the shard opens.
+	// Start is where the shard opens next instead of after its checkpoint: a
+	// subscription generation's start position (SetStart), a reader's pin of
+	// a tip opening (Pin), or an operator's reset (Reset). StartApplied turns
+	// true with the first checkpoint written after it: from then on the
+	// checkpoint says where the shard opens.
 	Start        string
-	Generation   string
 	StartApplied bool
+	// Generation and GenerationOrder name the subscription generation whose
+	// start was last recorded on the row (see Generation); empty and 0 when
+	// none was.
+	Generation      string
+	GenerationOrder int64
+	// Incarnation is the creation time (Unix ms) of the stream incarnation the
+	// row belongs to, 0 when not recorded: a row of a stream deleted and
+	// created again under the same name is of an earlier incarnation.
+	Incarnation int64
 	// MillisBehind is how far behind the tip of its shard the holder's
 	// reader was (GetRecords' MillisBehindLatest) when it wrote a checkpoint
 	// through a LagCheckpointer; LagAt is when, zero when never recorded.
@@ -62,24 +85,32 @@ func (l Lease) Key() string { return Key(l.Stream, l.ShardID) }
 // Key returns the lease key of a shard of a stream.
 func Key(stream, shardID string) string { return stream + KeySeparator + shardID }
 
-// HeldAt reports whether an owner holds the lease at now.
-func (l Lease) HeldAt(now time.Time) bool { return l.Owner != "" && now.Before(l.Expiry) }
+// Held reports whether the row names an owner. The owner may be dead: only
+// an Observer tells a live holder from a lapsed one.
+func (l Lease) Held() bool { return l.Owner != "" }
 
 // Finished reports whether the shard was read to its end.
 func (l Lease) Finished() bool { return l.Checkpoint == ShardEnd }
 
 // Store keeps lease rows. Implementations are safe for concurrent use.
 type Store interface {
-	// Take gives the lease to owner when the row has no owner, has this
-	// owner, or has expired, creating the row if needed. It returns the row
-	// as written, or an error matching ErrHeld.
+	// Take gives the lease to owner when the row does not exist, has no
+	// owner, has this owner (or one in its family, WithOwnerFamily), or
+	// still has the counter the taker saw unchanged for a lease duration
+	// (IfCounter), creating the row if needed. It returns the row as
+	// written, or an error matching ErrHeld.
 	Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error)
-	// Renew extends owner's lease by the lease duration, or fails with
-	// ErrNotOwner.
+	// Renew extends owner's lease: it bumps the counter and sets Expiry, or
+	// fails with ErrNotOwner.
 	Renew(ctx context.Context, stream, shardID, owner string) (Lease, error)
 	// Checkpoint records seq (a sequence number or ShardEnd) as settled, or
 	// fails with ErrNotOwner.
 	Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error)
+	// Pin records start as where owner opened the shard at its tip, before
+	// its first delivery, so that every later reader opens at or before it
+	// until a checkpoint is written. It keeps the row's generation; it fails
+	// with ErrNotOwner.
+	Pin(ctx context.Context, stream, shardID, owner, start string) (Lease, error)
 	// Release gives the lease up, keeping the checkpoint, or fails with
 	// ErrNotOwner.
 	Release(ctx context.Context, stream, shardID, owner string) error
@@ -88,29 +119,117 @@ type Store interface {
 	// GetMany reads the rows of many shards of one stream, strongly
 	// consistent, keyed by shard id; shards without a row are absent.
 	GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]Lease, error)
-	// List returns every row of one stream, ordered by shard id.
+	// List returns every shard row of one stream, ordered by shard id.
 	List(ctx context.Context, stream string) ([]Lease, error)
-	// SetStart records the subscription's start position and generation on a
-	// shard's row (creating it if needed), marks it not yet applied and
-	// clears the owner: a loop reading under the previous generation stops
-	// at its next renewal, and the shard is taken again to open at the new
-	// start. It changes nothing and returns false when the row already
-	// carries this generation, so that overlapping coordinators record it
-	// once.
-	SetStart(ctx context.Context, stream, shardID, start, generation string) (bool, error)
-	// Delete removes a row nobody holds (released or expired), for shards
-	// gone from the stream; it fails with ErrHeld while a live owner holds it.
-	Delete(ctx context.Context, stream, shardID string) error
+	// SetStart records a subscription generation's start on a shard's row
+	// (creating it if needed) and clears the owner, so that a loop reading
+	// under an earlier generation stops at its next renewal and the shard is
+	// taken again to open at the new start. It changes nothing and returns
+	// false when the row already carries this generation's order or a later
+	// one, so that overlapping coordinators record a generation once and an
+	// older one never overwrites a newer one (or, with Start.IfAbsent, when
+	// the row exists). A row of another incarnation of the stream than
+	// Start.Incarnation is always replaced.
+	SetStart(ctx context.Context, stream, shardID string, start Start) (bool, error)
+	// Delete removes a row when its counter is still counter: the caller saw
+	// it released, or unchanged for a lease duration (a lapsed holder). It
+	// fails with ErrHeld when the counter moved. Deleting a missing row is
+	// not an error.
+	Delete(ctx context.Context, stream, shardID string, counter int64) error
 	// Reset moves a shard's reading position by an operator, not an owner:
 	// it records start (a position in the reader's text form) as the row's
 	// start, not yet applied, so the next reader opens there whatever the
 	// checkpoint says, and it clears the owner so a holder stops at its next
-	// renewal or checkpoint. It keeps the row's generation, so a coordinator
-	// does not take the reset for a new subscription. It fails with
-	// ErrNotFound when the shard has no row, and with ErrHeld while a live
-	// owner holds the row unless force is set.
+	// renewal or checkpoint. It keeps the row's generation. It fails with
+	// ErrNotFound when the shard has no row, and with ErrHeld while an owner
+	// holds the row unless force is set (shardloop reset forces it only after
+	// watching the counter stand still for a lease duration, or when told to).
 	Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error)
+	// GetGeneration reads the stream's generation record, strongly
+	// consistent, or fails with ErrNotFound.
+	GetGeneration(ctx context.Context, stream string) (Generation, error)
+	// PutGeneration writes the stream's generation record when the stored
+	// one still has order prevOrder (0: when there is none), or fails with
+	// ErrChanged: another coordinator wrote first.
+	PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error
 }
+
+// Start is what SetStart records on a shard's row.
+type Start struct {
+	// Position is the start in the reader's text form (a tip pinned as a
+	// timestamp).
+	Position string
+	// Generation and Order name the generation (see Generation).
+	Generation string
+	Order      int64
+	// Incarnation of the stream the row belongs to (Lease.Incarnation).
+	Incarnation int64
+	// Finished records the shard as read to its end (a shard already closed
+	// when a generation started at the tip holds nothing newer).
+	Finished bool
+	// ClearCheckpoint removes the checkpoint, SHARD_END included, so a shard
+	// read to its end is read again from Position (a horizon or timestamp
+	// generation re-reads closed shards still in retention, parents before
+	// children).
+	ClearCheckpoint bool
+	// IfAbsent records the start only on a shard that has no row (or a row
+	// of an earlier incarnation): the default start of a subscription that
+	// configures none never moves a checkpoint.
+	IfAbsent bool
+	// Fresh writes the row as new: its checkpoint, parents and lag are
+	// removed (the writer saw it was of an earlier incarnation of the
+	// stream; a shard id of a stream created again is another shard).
+	Fresh bool
+}
+
+// Generation is a stream's subscription generation record: one row per
+// stream beside its shard rows. A generation begins when a coordinator with
+// an explicitly configured start position finds none recorded, or finds one
+// it has never seen (a newer configuration); its start then applies once to
+// the shards listed at that moment, overriding their checkpoints. A
+// coordinator whose generation is among Superseded is older than the
+// recorded one and changes nothing.
+type Generation struct {
+	// ID is the generation's id, derived from the stream and the start as
+	// configured; DefaultGeneration for a subscription that configures none.
+	ID string
+	// Start is the start position as recorded (a tip pinned as
+	// "timestamp:<ms>" on Kinesis's clock, once, when the record was made).
+	Start string
+	// Tip is the stream's tip when the generation began, pinned the same
+	// way: where a shard the start does not name opens when it has no row
+	// yet (the other shards of a sequence start, every shard of the
+	// default generation).
+	Tip string
+	// Order is 1 for the stream's first generation and one more for each
+	// later one.
+	Order int64
+	// Superseded are the ids of earlier generations, oldest first (the
+	// newest MaxSuperseded are kept).
+	Superseded []string
+	// Incarnation is the creation time (Unix ms) of the stream incarnation
+	// the record is for.
+	Incarnation int64
+	// Shards are the shards listed when the generation began: the start
+	// applies to these and to no shard created later. Applied turns true once
+	// every one of them has it.
+	Shards  []string
+	Applied bool
+	// RecordedAt (the recorder's clock) and RecordedBy are for operators.
+	RecordedAt time.Time
+	RecordedBy string
+}
+
+// DefaultGeneration is the id of the generation a subscription without a
+// configured start records on a stream that has none: its tip start applies
+// only to shards without a row.
+const DefaultGeneration = "default"
+
+// MaxSuperseded is how many superseded generation ids a record keeps.
+const MaxSuperseded = 64
+
+// Supersedes reports whether id is one of g's superseded generations.
+func (g Generation) Supersedes(id string) bool { return slices.Contains(g.Superseded, id) }
 
 // LagCheckpointer is a Store that can record the reader's lag in the same
 // conditional write as a checkpoint. MemoryStore and DynamoStore are.
@@ -147,13 +266,15 @@ func (s lagStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq st
 	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
 
-// TakeOption adds attributes written together with a take.
+// TakeOption adds conditions and attributes to a take.
 type TakeOption func(*takeOptions)
 
 type takeOptions struct {
-	parents    []string
-	generation string
-	family     string
+	parents     []string
+	family      string
+	counter     int64
+	ifCounter   bool
+	incarnation int64
 }
 
 // RunSeparator joins a loop's owner id and the id of one of its runs in the
@@ -170,6 +291,20 @@ func WithOwnerFamily(family string) TakeOption {
 	return func(o *takeOptions) { o.family = family }
 }
 
+// IfCounter lets a take also succeed when the row's counter is still
+// counter: the taker has seen it so for a full lease duration on its own
+// clock (Observer), so its holder has stopped delivering whatever the skew
+// between the two hosts' clocks.
+func IfCounter(counter int64) TakeOption {
+	return func(o *takeOptions) { o.counter, o.ifCounter = counter, true }
+}
+
+// WithIncarnation records the stream incarnation (Lease.Incarnation) on
+// the row.
+func WithIncarnation(created int64) TakeOption {
+	return func(o *takeOptions) { o.incarnation = created }
+}
+
 // LoopOwner returns the loop owner of a run owner ("X/run" -> "X"), or owner
 // itself.
 func LoopOwner(owner string) string {
@@ -179,15 +314,6 @@ func LoopOwner(owner string) string {
 
 func (o takeOptions) inFamily(owner string) bool {
 	return o.family != "" && (owner == o.family || strings.HasPrefix(owner, o.family+RunSeparator))
-}
-
-// WithGeneration marks a row that carries no generation yet with the
-// subscription generation under which it was taken (without a start
-// position), so the coordinator can still tell a running subscription from
-// a new one after every shard it opened with is gone. A row that already
-// carries a generation keeps it.
-func WithGeneration(gen string) TakeOption {
-	return func(o *takeOptions) { o.generation = gen }
 }
 
 // WithParents records the shard's parent ids on the row.
@@ -237,21 +363,24 @@ var (
 	// ErrNotOwner: a renew, checkpoint or release refused because this owner
 	// no longer holds the row.
 	ErrNotOwner = errors.New("lease not held by this owner")
-	// ErrNotFound: no row for this shard.
+	// ErrNotFound: no row for this shard (or no generation record).
 	ErrNotFound = errors.New("lease not found")
+	// ErrChanged: a generation record refused because another writer changed
+	// it since it was read.
+	ErrChanged = errors.New("generation record changed since it was read")
 	// ErrInvalid: bad input, reported before any request is sent.
 	ErrInvalid = errors.New("invalid lease input")
 )
 
-// ConflictError is a refused conditional write. It matches ErrHeld or
-// ErrNotOwner with errors.Is. Current is the row as the store saw it when
+// ConflictError is a refused conditional write. It matches ErrHeld,
+// ErrNotOwner or ErrChanged with errors.Is. Current is the row as the store saw it when
 // the store could tell without another read, else nil.
 type ConflictError struct {
-	Op      string // "take", "renew", "checkpoint", "release", "delete", "reset"
+	Op      string // "take", "renew", "checkpoint", "pin", "release", "delete", "reset", "set start", "put generation"
 	Key     string
 	Owner   string // the caller's owner id
 	Current *Lease
-	Err     error // ErrHeld or ErrNotOwner
+	Err     error // ErrHeld, ErrNotOwner or ErrChanged
 }
 
 func (e *ConflictError) Error() string {
@@ -260,7 +389,7 @@ func (e *ConflictError) Error() string {
 		msg = fmt.Sprintf("%s %s: %v", e.Op, e.Key, e.Err)
 	}
 	if e.Current != nil && e.Current.Owner != "" {
-		msg += fmt.Sprintf(" (owner %q until %s)", e.Current.Owner, e.Current.Expiry.UTC().Format(time.RFC3339Nano))
+		msg += fmt.Sprintf(" (owner %q, counter %d, expiry %s by its clock)", e.Current.Owner, e.Current.Counter, e.Current.Expiry.UTC().Format(time.RFC3339Nano))
 	}
 	return msg
 }
@@ -287,6 +416,8 @@ func checkName(field, v string) error {
 		return &InvalidError{Field: field, Value: v, Want: "a non-empty name"}
 	case strings.Contains(v, KeySeparator):
 		return &InvalidError{Field: field, Value: v, Want: fmt.Sprintf("a name without %q (use the stream name, not its ARN)", KeySeparator)}
+	case strings.Contains(v, metaSeparator):
+		return &InvalidError{Field: field, Value: v, Want: fmt.Sprintf("a name without %q", metaSeparator)}
 	}
 	return nil
 }
@@ -334,15 +465,34 @@ func checkMany(stream string, shardIDs []string) error {
 	return nil
 }
 
-func checkStart(stream, shardID, start, generation string) error {
+func checkStart(stream, shardID string, st Start) error {
 	if err := checkKey(stream, shardID); err != nil {
 		return err
 	}
-	if start == "" {
-		return &InvalidError{Field: "start", Value: start, Want: "a start position"}
+	switch {
+	case st.Position == "":
+		return &InvalidError{Field: "start", Value: st.Position, Want: "a start position"}
+	case st.Generation == "":
+		return &InvalidError{Field: "generation", Value: st.Generation, Want: "a non-empty generation"}
+	case st.Order < 1:
+		return &InvalidError{Field: "generation order", Value: fmt.Sprint(st.Order), Want: "at least 1"}
+	case st.Finished && st.ClearCheckpoint:
+		return &InvalidError{Field: "start", Value: st.Position, Want: "Finished or ClearCheckpoint, not both"}
 	}
-	if generation == "" {
-		return &InvalidError{Field: "generation", Value: generation, Want: "a non-empty generation"}
+	return nil
+}
+
+func checkGeneration(stream string, g Generation, prevOrder int64) error {
+	if err := checkName("stream", stream); err != nil {
+		return err
+	}
+	switch {
+	case g.ID == "":
+		return &InvalidError{Field: "generation id", Value: g.ID, Want: "a non-empty id"}
+	case g.Start == "":
+		return &InvalidError{Field: "generation start", Value: g.Start, Want: "a start position"}
+	case g.Order < 1 || prevOrder < 0 || g.Order < prevOrder:
+		return &InvalidError{Field: "generation order", Value: fmt.Sprint(g.Order), Want: fmt.Sprintf("at least 1 and at least the stored order %d", prevOrder)}
 	}
 	return nil
 }

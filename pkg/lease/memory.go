@@ -14,6 +14,7 @@ type MemoryStore struct {
 	opts Options
 	mu   sync.Mutex
 	rows map[string]Lease
+	gens map[string]Generation // by stream
 }
 
 var (
@@ -31,12 +32,22 @@ func NewMemoryStore(optFns ...func(*Options)) (*MemoryStore, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &MemoryStore{opts: o, rows: map[string]Lease{}}, nil
+	return &MemoryStore{opts: o, rows: map[string]Lease{}, gens: map[string]Generation{}}, nil
 }
 
 func clone(l Lease) Lease {
 	l.ParentShardIDs = slices.Clone(l.ParentShardIDs)
 	return l
+}
+
+func cloneGeneration(g Generation) Generation {
+	g.Superseded, g.Shards = slices.Clone(g.Superseded), slices.Clone(g.Shards)
+	return g
+}
+
+// takeable reports whether a take by owner with o may have row l.
+func (o takeOptions) takeable(l Lease, owner string) bool {
+	return l.Owner == "" || l.Owner == owner || o.inFamily(l.Owner) || (o.ifCounter && l.Counter == o.counter)
 }
 
 // Take implements Store.
@@ -53,7 +64,7 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	now := m.opts.Clock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if ok && l.Owner != "" && l.Owner != owner && !o.inFamily(l.Owner) && now.Before(l.Expiry) {
+	if ok && !o.takeable(l, owner) {
 		cur := clone(l)
 		return Lease{}, &ConflictError{Op: "take", Key: key, Owner: owner, Current: &cur, Err: ErrHeld}
 	}
@@ -65,8 +76,8 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	if o.parents != nil {
 		l.ParentShardIDs = o.parents
 	}
-	if o.generation != "" && l.Generation == "" {
-		l.Generation = o.generation
+	if o.incarnation != 0 {
+		l.Incarnation = o.incarnation
 	}
 	m.rows[key] = l
 	return clone(l), nil
@@ -134,6 +145,19 @@ func (m *MemoryStore) CheckpointWithLag(ctx context.Context, stream, shardID, ow
 		l.Checkpoint = seq
 		l.StartApplied = true
 		l.MillisBehind, l.LagAt = millisBehind, time.UnixMilli(m.opts.Clock().UnixMilli())
+	})
+}
+
+// Pin implements Store.
+func (m *MemoryStore) Pin(ctx context.Context, stream, shardID, owner, start string) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkReset(stream, shardID, start); err != nil {
+		return Lease{}, err
+	}
+	return m.update(ctx, "pin", stream, shardID, owner, func(l *Lease) {
+		l.Start, l.StartApplied = start, false
 	})
 }
 
@@ -205,8 +229,8 @@ func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) 
 }
 
 // SetStart implements Store.
-func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID, start, generation string) (bool, error) {
-	if err := checkStart(stream, shardID, start, generation); err != nil {
+func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st Start) (bool, error) {
+	if err := checkStart(stream, shardID, st); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -216,20 +240,33 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID, start, gene
 	defer m.mu.Unlock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if ok && l.Generation == generation {
+	stale := ok && st.Incarnation != 0 && l.Incarnation != 0 && l.Incarnation != st.Incarnation
+	if ok && !stale && (st.IfAbsent || l.GenerationOrder >= st.Order) {
 		return false, nil
 	}
 	if !ok {
 		l = Lease{Stream: stream, ShardID: shardID}
 	}
-	l.Start, l.Generation, l.StartApplied = start, generation, false
+	l.Start, l.Generation, l.GenerationOrder, l.StartApplied = st.Position, st.Generation, st.Order, false
+	if st.Incarnation != 0 {
+		l.Incarnation = st.Incarnation
+	}
+	if st.Fresh {
+		l.Checkpoint, l.ParentShardIDs, l.MillisBehind, l.LagAt = "", nil, 0, time.Time{}
+	}
+	switch {
+	case st.Finished:
+		l.Checkpoint, l.StartApplied = ShardEnd, true
+	case st.ClearCheckpoint:
+		l.Checkpoint = ""
+	}
 	l.Owner, l.Expiry = "", time.Time{}
 	m.rows[key] = l
 	return true, nil
 }
 
 // Delete implements Store.
-func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string) error {
+func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
 	if err := checkKey(stream, shardID); err != nil {
 		return err
 	}
@@ -240,11 +277,45 @@ func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string) error 
 	defer m.mu.Unlock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if ok && l.HeldAt(m.opts.Clock()) {
+	if ok && l.Counter != counter {
 		cur := clone(l)
 		return &ConflictError{Op: "delete", Key: key, Current: &cur, Err: ErrHeld}
 	}
 	delete(m.rows, key)
+	return nil
+}
+
+// GetGeneration implements Store.
+func (m *MemoryStore) GetGeneration(ctx context.Context, stream string) (Generation, error) {
+	if err := checkName("stream", stream); err != nil {
+		return Generation{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Generation{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.gens[stream]
+	if !ok {
+		return Generation{}, fmt.Errorf("get generation of %s: %w", stream, ErrNotFound)
+	}
+	return cloneGeneration(g), nil
+}
+
+// PutGeneration implements Store.
+func (m *MemoryStore) PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error {
+	if err := checkGeneration(stream, g, prevOrder); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur := m.gens[stream]; cur.Order != prevOrder {
+		return &ConflictError{Op: "put generation", Key: generationKey(stream), Err: ErrChanged}
+	}
+	m.gens[stream] = cloneGeneration(g)
 	return nil
 }
 
@@ -263,7 +334,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 	if !ok {
 		return Lease{}, fmt.Errorf("reset %s: %w", key, ErrNotFound)
 	}
-	if !force && l.HeldAt(m.opts.Clock()) {
+	if !force && l.Owner != "" {
 		cur := clone(l)
 		return Lease{}, &ConflictError{Op: "reset", Key: key, Current: &cur, Err: ErrHeld}
 	}

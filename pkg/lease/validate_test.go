@@ -35,6 +35,10 @@ func (r refusingDynamo) DeleteItem(context.Context, *dynamodb.DeleteItemInput, .
 	r.fail()
 	return nil, nil
 }
+func (r refusingDynamo) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	r.fail()
+	return nil, nil
+}
 
 func TestInvalidInput_RefusedBeforeAnyRequest(t *testing.T) {
 	ds, err := lease.NewDynamoStore(refusingDynamo{t}, "leases")
@@ -58,8 +62,16 @@ func TestInvalidInput_RefusedBeforeAnyRequest(t *testing.T) {
 		{"NonNumericCheckpoint", "checkpoint", func(s lease.Store) error { _, err := s.Checkpoint(ctx, "st", "s1", "A", "12x"); return err }},
 		{"BadShardInBatch", "shard id", func(s lease.Store) error { _, err := s.GetMany(ctx, "st", []string{"ok", ""}); return err }},
 		{"EmptyListStream", "stream", func(s lease.Store) error { _, err := s.List(ctx, ""); return err }},
-		{"EmptyGeneration", "generation", func(s lease.Store) error { _, err := s.SetStart(ctx, "st", "s1", "latest", ""); return err }},
-		{"DeleteEmptyShard", "shard id", func(s lease.Store) error { return s.Delete(ctx, "st", "") }},
+		{"EmptyGeneration", "generation", func(s lease.Store) error {
+			_, err := s.SetStart(ctx, "st", "s1", lease.Start{Position: "latest", Order: 1})
+			return err
+		}},
+		{"DeleteEmptyShard", "shard id", func(s lease.Store) error { return s.Delete(ctx, "st", "", 0) }},
+		{"StreamWithHash", "stream", func(s lease.Store) error { _, err := s.GetGeneration(ctx, "a#b"); return err }},
+		{"GenerationWithoutStart", "generation start", func(s lease.Store) error {
+			return s.PutGeneration(ctx, "st", lease.Generation{ID: "g", Order: 1}, 0)
+		}},
+		{"PinWithoutStart", "start", func(s lease.Store) error { _, err := s.Pin(ctx, "st", "s1", "A", ""); return err }},
 	}
 	for _, c := range cases {
 		for name, s := range map[string]lease.Store{"memory": ms, "dynamo": ds} {

@@ -151,7 +151,7 @@ func BenchmarkReaderThroughput(b *testing.B) {
 			batches.Add(1)
 			return len(bt.Records), nil
 		})
-		if _, err := mem.SetStart(context.Background(), "bench", "shardId-000000000000", "horizon", "g1"); err != nil {
+		if _, err := mem.SetStart(context.Background(), "bench", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
 			b.Fatal(err)
 		}
 		st := State{Stream: "bench", ShardID: "shardId-000000000000", Owner: "bench-owner"}

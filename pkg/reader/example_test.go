@@ -38,7 +38,7 @@ func Example() {
 	ctx := context.Background()
 	store, _ := lease.NewMemoryStore()
 	// The subscription started at the oldest record (the coordinator records this).
-	_, _ = store.SetStart(ctx, "orders", "shardId-000000000000", "horizon", "gen-1")
+	_, _ = store.SetStart(ctx, "orders", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "gen-1", Order: 1})
 
 	opts := reader.Options{
 		Kinesis: closedShard{},

@@ -144,9 +144,16 @@ func (e *env) row(t *testing.T, shard string) lease.Lease {
 	return l
 }
 
+// setStart records start on shard's row as generation "g-<start>" of order
+// 1 would.
 func (e *env) setStart(t *testing.T, shard, start string) {
 	t.Helper()
-	if _, err := e.store.SetStart(t.Context(), e.stream, shard, start, "g-"+start); err != nil {
+	e.setGeneration(t, shard, start, "g-"+start, 1)
+}
+
+func (e *env) setGeneration(t *testing.T, shard, start, gen string, order int64) {
+	t.Helper()
+	if _, err := e.store.SetStart(t.Context(), e.stream, shard, lease.Start{Position: start, Generation: gen, Order: order}); err != nil {
 		t.Fatal(err)
 	}
 }

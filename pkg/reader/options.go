@@ -81,6 +81,14 @@ type Options struct {
 	// MaxReadErrors consecutive failed reads release the lease and stop the
 	// loop. Default 11.
 	MaxReadErrors int
+	// TargetTimeout is the target's own timeout when known (a Lambda
+	// function's configured timeout). A delivery then starts only when it
+	// can end before the run must stop (ctx's deadline less Margin/2): a run
+	// never abandons an invocation that goes on at the target while the next
+	// run delivers the same records again. It must be shorter than
+	// RunLength. 0: unknown (default; keep the target's timeout well under
+	// the run length).
+	TargetTimeout time.Duration
 	// RetryMin and RetryMax bound the exponential backoff between
 	// deliveries of a batch the target did not settle. Defaults 100 ms, 10 s.
 	RetryMin, RetryMax time.Duration
@@ -209,6 +217,8 @@ func (o *Options) validate() error {
 		return bad("ReadErrorWait", o.ReadErrorWait, "a positive duration")
 	case o.MaxReadErrors < 1:
 		return bad("MaxReadErrors", o.MaxReadErrors, "at least 1")
+	case o.TargetTimeout < 0 || (o.TargetTimeout > 0 && o.TargetTimeout >= o.RunLength):
+		return bad("TargetTimeout", o.TargetTimeout, "0 (unknown) or a duration shorter than RunLength ("+o.RunLength.String()+")")
 	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
 		return bad("RetryMax", o.RetryMax, "at least RetryMin ("+o.RetryMin.String()+")")
 	case o.MaxRetryAttempts != nil && *o.MaxRetryAttempts > MaxRetryAttemptsLimit:

@@ -60,9 +60,6 @@ type State struct {
 	ContinueAsNew bool   `json:"continueAsNew"`
 	Reason        Reason `json:"reason"`
 
-	// OpenedAt is when the loop opened the shard at LATEST, Unix
-	// milliseconds; 0 otherwise.
-	OpenedAt int64 `json:"openedAt"`
 	// ReadErrors counts consecutive failed reads, across runs.
 	ReadErrors int `json:"readErrors"`
 	// Records and Batches count what this loop delivered.
@@ -98,12 +95,6 @@ var kplMagic = []byte{0xF3, 0x89, 0x9A, 0xC2}
 
 // IsAggregated reports whether data is a KPL-aggregated record.
 func IsAggregated(data []byte) bool { return bytes.HasPrefix(data, kplMagic) }
-
-// clockSkew is taken off OpenedAt when a LATEST opening with nothing read
-// is reopened AT_TIMESTAMP: arrival times are the server's clock, so a
-// record that arrived just after the LATEST iterator was issued must not
-// look older. A record from the skew window before it may be delivered too.
-const clockSkew = time.Second
 
 // StreamName returns the stream name of an ARN
 // (arn:aws:kinesis:<region>:<account>:stream/<name>), or s itself. The ARN
@@ -152,7 +143,10 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	// a previous run still going (a retried invocation overlapping the
 	// first) loses the row at its next renew or checkpoint.
 	r.owner = st.Owner + lease.RunSeparator + runID()
-	row, err := o.Store.Take(ctx, st.Stream, st.ShardID, r.owner, lease.WithOwnerFamily(st.Owner))
+	h, row, err := lease.Hold(ctx, lease.HolderOptions{
+		Store: o.Store, Stream: st.Stream, ShardID: st.ShardID, Owner: r.owner,
+		Duration: o.LeaseDuration, RenewInterval: o.RenewInterval, Clock: o.Clock, Logger: r.log,
+	}, lease.WithOwnerFamily(st.Owner))
 	if errors.Is(err, lease.ErrHeld) {
 		r.log.Warn("lease held by another owner", "err", err)
 		o.Hooks.LeaseLost(st.Stream, st.ShardID, st.Owner)
@@ -162,17 +156,18 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	if err != nil {
 		return in, fmt.Errorf("reader: take lease %s: %w", lease.Key(st.Stream, st.ShardID), err)
 	}
+	defer h.Close()
+	r.holder = h
 	if eff := effectiveCheckpoint(row); eff != r.st.Checkpoint || startPending(row) {
-		// A fresh loop, another owner's checkpoint, or a start position not
-		// yet applied (a subscription startup, a new generation, a reset):
-		// the row decides; what this loop carried no longer applies. Until
-		// the first checkpoint under a start, every run opens at the start:
-		// nothing was settled, so nothing is delivered twice that was not
-		// already unsettled.
+		// A fresh loop, another owner's checkpoint, or a start not yet
+		// applied (a generation, a pin, a reset): the row decides; what this
+		// loop carried no longer applies. Until the first checkpoint under a
+		// start, every run opens at the start: nothing was settled, so
+		// nothing is delivered twice that was not already unsettled.
 		if r.st.Iterator != "" || r.st.Checkpoint != "" {
 			r.log.Info("checkpoint on the row differs from the loop's; reopening from the row", "seq", eff, "loop_checkpoint", r.st.Checkpoint)
 		}
-		r.st.Checkpoint, r.st.Iterator, r.st.IteratorIssuedAt, r.st.FirstSequence, r.st.OpenedAt = eff, "", 0, "", 0
+		r.st.Checkpoint, r.st.Iterator, r.st.IteratorIssuedAt, r.st.FirstSequence = eff, "", 0, ""
 	}
 	r.row = row
 	return r.loop(ctx), nil
@@ -186,14 +181,14 @@ type run struct {
 	log   *slog.Logger
 	start time.Time
 
+	holder *lease.Holder   // the lease: its deadline, checkpoints, pins
 	stopAt time.Time       // no new read or delivery after this
-	ctx    context.Context // cancelled when the lease is lost or at the hard deadline
+	cutAt  time.Time       // ctx ends here (zero without a deadline): a delivery must end before
+	ctx    context.Context // cancelled when the lease is lost or lapses, or at the hard deadline
 	cancel context.CancelFunc
 
 	stopRenew func() // stops the renewing goroutine and waits for it; idempotent
 
-	mu      sync.Mutex // orders checkpoints against losing the lease
-	lost    bool
 	pending string // settled but not yet checkpointed (a store error)
 }
 
@@ -202,9 +197,10 @@ func (r *run) loop(parent context.Context) State {
 	hard, hasDeadline := parent.Deadline()
 	if hasDeadline {
 		r.stopAt = minTime(r.stopAt, hard.Add(-r.o.Margin))
-		r.ctx, r.cancel = context.WithDeadline(parent, hard.Add(-r.o.Margin/2))
+		r.cutAt = hard.Add(-r.o.Margin / 2)
+		r.ctx, r.cancel = context.WithDeadline(r.holder.Context(), r.cutAt)
 	} else {
-		r.ctx, r.cancel = context.WithCancel(parent)
+		r.ctx, r.cancel = context.WithCancel(r.holder.Context())
 	}
 	defer r.cancel()
 
@@ -213,20 +209,16 @@ func (r *run) loop(parent context.Context) State {
 	}
 
 	var wg sync.WaitGroup
-	renewDone := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.renew(renewDone)
-	}()
+	renewCtx, stop := context.WithCancel(r.ctx)
+	wg.Go(func() { r.holder.KeepAlive(renewCtx) })
 	r.stopRenew = sync.OnceFunc(func() {
-		close(renewDone)
+		stop()
 		wg.Wait()
 	})
 	defer r.stopRenew()
 
 	for {
-		if r.isLost() {
+		if r.lost() {
 			return r.leaseLost()
 		}
 		if !r.o.Clock().Before(r.stopAt) || r.ctx.Err() != nil {
@@ -305,7 +297,7 @@ func (r *run) fill(recs []types.Record, next *string, first time.Time) ([]types.
 			break
 		}
 		r.wait(gap)
-		if r.isLost() || r.ctx.Err() != nil {
+		if r.lost() || r.ctx.Err() != nil {
 			break
 		}
 		at := r.o.Clock()
@@ -331,17 +323,14 @@ func (r *run) fill(recs []types.Record, next *string, first time.Time) ([]types.
 }
 
 // position is where to reopen when there is no iterator to use: after
-// this loop's checkpoint; else at the first record it read; else, after a
-// LATEST opening with nothing read, AT_TIMESTAMP of that opening (reopening
-// LATEST would skip what arrived since); else by the opening rule.
+// this loop's checkpoint; else at the first record it read; else by the
+// opening rule on the row (which holds the pin of a tip opening).
 func (r *run) position() (Opening, error) {
 	switch {
 	case r.st.Checkpoint != "":
 		return Opening{Type: types.ShardIteratorTypeAfterSequenceNumber, Seq: r.st.Checkpoint, Why: FromCheckpoint}, nil
 	case r.st.FirstSequence != "":
 		return Opening{Type: types.ShardIteratorTypeAtSequenceNumber, Seq: r.st.FirstSequence, Why: "first_read"}, nil
-	case r.st.OpenedAt != 0:
-		return Opening{Type: types.ShardIteratorTypeAtTimestamp, At: time.UnixMilli(r.st.OpenedAt).Add(-clockSkew), Why: "latest_opened"}, nil
 	}
 	return Open(r.row)
 }
@@ -355,10 +344,15 @@ func (r *run) reopen(parent context.Context) (stop State, ok bool) {
 		r.log.Error("cannot open shard", "err", err)
 		return r.release(parent, ReasonReadErrors), false
 	}
-	now := r.o.Clock()
 	if op.Type == types.ShardIteratorTypeLatest {
-		r.st.OpenedAt = now.UnixMilli()
+		// Never read from a bare LATEST: pin the opening first, so that every
+		// later reader (after a crash before the first checkpoint) opens at or
+		// before this point rather than at a later tip.
+		if op, stop, ok = r.pin(parent); !ok || op.Type == "" {
+			return stop, ok // the run is over, or the pin was not written: the loop's head decides
+		}
 	}
+	now := r.o.Clock()
 	out, err := r.o.Kinesis.GetShardIterator(r.ctx, op.input(r.st.Stream, r.st.StreamARN, r.st.ShardID))
 	if err != nil {
 		return r.readFailed(parent, "get shard iterator "+op.String(), err)
@@ -373,9 +367,40 @@ func (r *run) reopen(parent context.Context) (stop State, ok bool) {
 	return State{}, true
 }
 
+// pin records where a shard opens at its tip on the row, before anything
+// is read: the time of Kinesis's answer to a LATEST GetShardIterator, less a
+// second (its Date header is rounded down), as an AT_TIMESTAMP position,
+// which it returns. The host's clock is never used for it. ok=false means
+// the run is over with stop; an empty Opening with ok=true means the pin
+// could not be written now (counted like a read error; the loop retries).
+func (r *run) pin(parent context.Context) (op Opening, stop State, ok bool) {
+	out, err := r.o.Kinesis.GetShardIterator(r.ctx, Opening{Type: types.ShardIteratorTypeLatest}.input(r.st.Stream, r.st.StreamARN, r.st.ShardID))
+	if err != nil {
+		stop, ok = r.readFailed(parent, "get shard iterator LATEST (to pin the tip)", err)
+		return Opening{}, stop, ok
+	}
+	at, known := shards.ServerTime(out.ResultMetadata)
+	if !known {
+		at = r.o.Clock() // a client without HTTP responses (tests)
+	}
+	at = at.Add(-time.Second).Truncate(time.Millisecond)
+	pos := Position{Kind: Timestamp, At: at}.String()
+	row, err := r.holder.Pin(r.ctx, pos)
+	switch {
+	case err == nil:
+		r.row = row
+		r.log.Info("pinned the tip opening on the row", "at", pos)
+		return Opening{Type: types.ShardIteratorTypeAtTimestamp, At: at, Why: FromTip}, State{}, true
+	case r.lost():
+		return Opening{}, State{}, true // the loop's head ends the run
+	}
+	stop, ok = r.readFailed(parent, "pin the tip opening on the lease row", err)
+	return Opening{}, stop, ok
+}
+
 // readFailed handles a failed read. ok=false means the run is over.
 func (r *run) readFailed(parent context.Context, what string, err error) (stop State, ok bool) {
-	if r.isLost() || r.ctx.Err() != nil {
+	if r.lost() || r.ctx.Err() != nil {
 		return State{}, true // the loop's head decides
 	}
 	var expired *types.ExpiredIteratorException
@@ -543,7 +568,7 @@ func (r *run) deliver(records []types.Record) bool {
 			}
 		}
 		troubled := fails > 0 || len(halves) > 0 || attempts > 0
-		if r.isLost() || r.ctx.Err() != nil || (troubled && !r.o.Clock().Before(r.stopAt)) {
+		if r.lost() || r.ctx.Err() != nil || (troubled && !r.o.Clock().Before(r.stopAt)) {
 			return false
 		}
 		if k := r.expired(us[done:end]); k > 0 {
@@ -561,6 +586,11 @@ func (r *run) deliver(records []types.Record) bool {
 			continue
 		}
 
+		if !r.fits() {
+			r.log.Info("the target's timeout would outlast this run; leaving the batch to the next run", "target_timeout", r.o.TargetTimeout)
+			r.stopAt = r.o.Clock() // nothing more fits in this run
+			return false
+		}
 		b := r.batch(us[done:end])
 		n, err := r.o.Target.Deliver(r.ctx, b)
 		k, nrec := settledUnits(us[done:end], max(0, min(n, len(b.Records))))
@@ -577,7 +607,7 @@ func (r *run) deliver(records []types.Record) bool {
 		if done >= end {
 			continue
 		}
-		if r.isLost() {
+		if r.lost() {
 			return false
 		}
 		if err == nil {
@@ -611,6 +641,12 @@ func (r *run) deliver(records []types.Record) bool {
 	r.st.Batches++
 	r.o.Hooks.Batch(r.st.Stream, r.st.ShardID, len(records), r.o.Clock().Sub(began))
 	return true
+}
+
+// fits reports whether a delivery started now ends, by the target's own
+// timeout, before the run's context is cut.
+func (r *run) fits() bool {
+	return r.o.TargetTimeout == 0 || r.cutAt.IsZero() || !r.o.Clock().Add(r.o.TargetTimeout).After(r.cutAt)
 }
 
 // carried is the failed-delivery count a delivery of us[done:end] starts
@@ -682,7 +718,7 @@ func (r *run) giveUp(us []unit, cond string, lastErr error, attempts int) bool {
 		"records", len(recs), "attempts", attempts, "err", lastErr}
 	if r.o.OnFailure != nil {
 		for try := 1; ; try++ {
-			if r.isLost() || r.ctx.Err() != nil || (try > 1 && !r.o.Clock().Before(r.stopAt)) {
+			if r.lost() || r.ctx.Err() != nil || (try > 1 && !r.o.Clock().Before(r.stopAt)) {
 				return false
 			}
 			err := r.o.OnFailure.Send(r.ctx, fr)
@@ -704,24 +740,19 @@ func (r *run) giveUp(us []unit, cond string, lastErr error, attempts int) bool {
 	return r.checkpoint(us[len(us)-1].ckpt)
 }
 
-// checkpoint writes seq unless the lease is lost. A store error other than
-// ErrNotOwner leaves seq pending for the next checkpoint (the records are
-// settled; only the row lags); it returns false only when the lease is lost.
+// checkpoint writes seq while the lease holds (before its deadline). A
+// store error other than a lost lease leaves seq pending for the next
+// checkpoint (the records are settled; only the row lags); it returns false
+// only when the lease is lost or lapsed.
 func (r *run) checkpoint(seq string) bool { return r.checkpointCtx(r.ctx, seq) }
 
 func (r *run) checkpointCtx(ctx context.Context, seq string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.lost {
-		return false
-	}
-	_, err := r.o.Store.Checkpoint(ctx, r.st.Stream, r.st.ShardID, r.owner, seq)
+	_, err := r.holder.Checkpoint(ctx, seq)
 	switch {
 	case err == nil:
 		r.st.Checkpoint, r.pending = seq, ""
 		return true
-	case errors.Is(err, lease.ErrNotOwner):
-		r.loseLocked(err)
+	case r.lost():
 		return false
 	}
 	r.log.Warn("checkpoint failed; will write it with the next one", "seq", seq, "err", err)
@@ -729,67 +760,14 @@ func (r *run) checkpointCtx(ctx context.Context, seq string) bool {
 	return true
 }
 
-// renew renews the lease every RenewInterval until done.
-func (r *run) renew(done <-chan struct{}) {
-	t := time.NewTicker(r.o.RenewInterval)
-	defer t.Stop()
-	lastOK := r.o.Clock()
-	for {
-		select {
-		case <-done:
-			return
-		case <-r.ctx.Done():
-			return
-		case <-t.C:
-		}
-		// A renewal that hangs must not outlast the lease: each call gets
-		// one renew interval.
-		callCtx, cancel := context.WithTimeout(r.ctx, r.o.RenewInterval)
-		_, err := r.o.Store.Renew(callCtx, r.st.Stream, r.st.ShardID, r.owner)
-		cancel()
-		switch {
-		case err == nil:
-			lastOK = r.o.Clock()
-		case errors.Is(err, lease.ErrNotOwner):
-			r.lose(err)
-			return
-		case r.ctx.Err() != nil:
-			return
-		case r.o.Clock().Sub(lastOK) >= r.o.LeaseDuration-r.o.RenewInterval:
-			// Stop while the last renewal still holds the lease: past its
-			// expiry another owner may take the shard, and delivering on
-			// would overlap with it.
-			r.lose(fmt.Errorf("no renewal succeeded for %s of a %s lease: %w", r.o.Clock().Sub(lastOK).Round(time.Millisecond), r.o.LeaseDuration, err))
-			return
-		default:
-			r.log.Warn("renew failed; retrying", "err", err)
-		}
-	}
-}
+// lost reports whether the lease was lost or lapsed: nothing more may be
+// delivered or written.
+func (r *run) lost() bool { return r.holder.Valid() != nil }
 
-func (r *run) lose(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.loseLocked(err)
-}
-
-func (r *run) loseLocked(err error) {
-	if r.lost {
-		return
-	}
-	r.lost = true
-	r.cancel()
-	r.log.Warn("lease lost; stopping without writing", "err", err)
-	r.o.Hooks.LeaseLost(r.st.Stream, r.st.ShardID, r.st.Owner)
-}
-
-func (r *run) isLost() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lost
-}
-
+// leaseLost ends a run whose lease was lost or lapsed, writing nothing.
 func (r *run) leaseLost() State {
+	r.log.Warn("lease lost; stopping without writing", "err", r.holder.Err())
+	r.o.Hooks.LeaseLost(r.st.Stream, r.st.ShardID, r.st.Owner)
 	r.st.Reason, r.st.Continue = ReasonLeaseLost, false
 	r.st.Iterator, r.st.IteratorIssuedAt = "", 0
 	return r.st
@@ -804,7 +782,7 @@ func (r *run) finish() State {
 		r.checkpointCtx(ctx, p)
 		cancel()
 	}
-	if r.isLost() {
+	if r.lost() {
 		return r.leaseLost()
 	}
 	r.st.Reason, r.st.Continue = ReasonContinue, true
@@ -820,7 +798,7 @@ func (r *run) finish() State {
 func (r *run) shardEnd(parent context.Context, write bool) State {
 	if write {
 		for attempt := 1; ; attempt++ {
-			if r.isLost() {
+			if r.lost() {
 				return r.leaseLost()
 			}
 			if !r.o.Clock().Before(r.stopAt) || r.ctx.Err() != nil {
@@ -848,11 +826,8 @@ func (r *run) release(parent context.Context, reason Reason) State {
 	if p := r.pending; p != "" && p != lease.ShardEnd {
 		r.checkpoint(p)
 	}
-	r.mu.Lock()
-	lost := r.lost
-	r.mu.Unlock()
-	if !lost {
-		if err := r.o.Store.Release(context.WithoutCancel(parent), r.st.Stream, r.st.ShardID, r.owner); err != nil {
+	if !r.lost() {
+		if err := r.holder.Release(context.WithoutCancel(parent)); err != nil {
 			r.log.Warn("release failed; the lease will expire", "err", err)
 		}
 		if r.o.Nudge != nil {

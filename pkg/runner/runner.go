@@ -78,6 +78,9 @@ func New(opts Options) (*Runner, error) {
 	c, err := coordinator.New(coordinator.Config{
 		Subscriptions:  opts.Subscriptions,
 		RelistInterval: opts.RelistInterval,
+		LeaseDuration:  opts.Reader.LeaseDuration,
+		Clock:          opts.Reader.Clock,
+		Name:           "shardloop run",
 		Logger:         opts.Logger,
 	}, opts.Store, opts.Kinesis, coordinator.StarterFunc(r.start))
 	if err != nil {
@@ -170,6 +173,12 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	lp.info.Done = true
 	r.mu.Unlock()
 	log.InfoContext(ctx, "loop ended", "reason", st.Reason)
+	// As a Step Functions execution that ends makes the coordinator look
+	// again: a loop that died or lost its lease leaves a shard to take over
+	// once its lease lapses, which the coordinator then watches for.
+	if ctx.Err() == nil {
+		r.coord.Nudge()
+	}
 }
 
 // Kill ends a shard's running loop as a crash would: from now on it writes
@@ -184,6 +193,7 @@ func (r *Runner) Kill(stream, shardID string) string {
 			lp.killed.kill()
 			lp.info.Killed = true
 			lp.cancel()
+			r.coord.Nudge() // as the execution's failure event would
 			return owner
 		}
 	}

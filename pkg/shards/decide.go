@@ -10,19 +10,22 @@ import (
 )
 
 // Input is what Decide looks at: one listing of the stream, the lease rows
-// of its shards, how the subscription started, and the time.
+// of its shards, and what a taker's Observer concluded about them.
 type Input struct {
 	// Shards is the stream's listing (List), open and closed shards.
 	Shards []Shard
 	// Leases are the stream's lease rows keyed by shard id; a shard without
 	// a row is absent. Rows of shards not in Shards are ignored.
 	Leases map[string]lease.Lease
-	// StartAtTip is true when the subscription started at the tip (LATEST):
-	// a closed parent nobody checkpointed then counts as read, since its old
-	// records are skipped anyway.
-	StartAtTip bool
-	// Now is the time leases are judged at.
-	Now time.Time
+	// Verdicts are the taker's verdicts (lease.Observer) on the rows, by
+	// shard id. A row that names an owner is Held unless its verdict says
+	// the lease lapsed; a row without an owner is free whatever its verdict.
+	Verdicts map[string]lease.Verdict
+	// Incarnation is the stream's creation time (Unix ms). A row that
+	// records another incarnation belongs to a stream deleted and created
+	// again under the same name: it is Stale, and counts as no row for its
+	// children. 0 skips the check.
+	Incarnation int64
 }
 
 // ReasonKind says why a shard is not leasable.
@@ -35,6 +38,9 @@ const (
 	Finished
 	// WaitingOnParent: a parent is not yet read to its end.
 	WaitingOnParent
+	// Stale: the row belongs to an earlier incarnation of the stream; it
+	// must be removed (once nobody holds it) before the shard is taken.
+	Stale
 )
 
 func (k ReasonKind) String() string {
@@ -45,6 +51,8 @@ func (k ReasonKind) String() string {
 		return "finished"
 	case WaitingOnParent:
 		return "waiting on parent"
+	case Stale:
+		return "row of an earlier incarnation of the stream"
 	}
 	return fmt.Sprintf("ReasonKind(%d)", int(k))
 }
@@ -52,7 +60,8 @@ func (k ReasonKind) String() string {
 // Reason says why one shard is not leasable now.
 type Reason struct {
 	Kind ReasonKind
-	// Owner and Until are the holder and the lease's expiry, for Held.
+	// Owner and Until are the holder and when its lease lapses if it is
+	// not renewed (by the taker's clock; zero when unknown), for Held.
 	Owner string
 	Until time.Time
 	// Parent is the first parent (ParentID before AdjacentParentID) that is
@@ -65,6 +74,9 @@ type Reason struct {
 func (r Reason) String() string {
 	switch r.Kind {
 	case Held:
+		if r.Until.IsZero() {
+			return "held by " + r.Owner
+		}
 		return fmt.Sprintf("held by %s until %s", r.Owner, r.Until.UTC().Format(time.RFC3339Nano))
 	case WaitingOnParent:
 		return "waiting on parent " + r.Parent
@@ -85,34 +97,25 @@ type Decision struct {
 // Decide says which shards may be leased now, by the rules of SPEC §3.
 //
 // A shard is leasable when
-//   - its lease row is absent, has no owner, or has expired (else Held);
+//   - its row, if any, is of this incarnation of the stream (else Stale);
+//   - the row is absent, names no owner, or its lease lapsed by the taker's
+//     verdict (else Held);
 //   - it is not finished: a shard whose checkpoint is SHARD_END is never
 //     taken again (else Finished);
 //   - every parent, both for a merge, is read: finished in the store, or
-//     gone from the listing (trimmed by retention), or — when the
-//     subscription started at the tip — closed, with no checkpoint, one of
-//     the shards the subscription opened with (its row carries the start
-//     recorded at startup) and never taken by a reader: no owner and a zero
-//     Counter (else WaitingOnParent). A parent without a row was created
-//     after startup, so its records count: it never qualifies.
+//     gone from the listing (trimmed by retention) (else WaitingOnParent).
 //
 // Consequences worth knowing:
-//   - A parent listed without a row (tip or not), or with a row
-//     whose checkpoint is a sequence number, keeps its children waiting: its
-//     records must be read first. The parent itself is leasable, so a
-//     reader will read it to SHARD_END.
-//   - A closed shard whose row is held is Held; a closed shard never read
-//     is leasable like any other: its reader reaches SHARD_END and
-//     checkpoints it, which lets its children open.
-//   - At the tip, a closed parent that a reader has taken (held now, or
-//     released or expired without a checkpoint) does not count as read:
-//     the shard may have been open when the subscription started, and
-//     that reader may have read records newer than the start without
-//     settling them; they come before the child's. The child waits until a
-//     reader of the parent writes SHARD_END. The parent stays leasable, so
-//     this costs one short read of the parent, never a deadlock.
-//   - A finished shard is Finished even if its row still names a live
-//     owner, and a held shard is Held whatever its parents' state.
+//   - A parent listed without a row, or with a row whose checkpoint is a
+//     sequence number or a start not yet read, keeps its children waiting:
+//     its records must be read first. The parent itself is leasable, so a
+//     reader will read it to SHARD_END. Nothing about a parent is inferred
+//     from its state: a shard that was already closed when a generation
+//     started at the tip is recorded finished by the coordinator then.
+//   - A closed shard never read is leasable like any other: its reader
+//     reaches SHARD_END and checkpoints it, which lets its children open.
+//   - A finished shard is Finished even if its row still names an owner,
+//     and a held shard is Held whatever its parents' state.
 //
 // Decide is pure and runs in time linear in the number of shards (plus the
 // sort of the leasable ones).
@@ -122,29 +125,19 @@ func Decide(in Input) Decision {
 		byID[in.Shards[i].ID] = &in.Shards[i]
 	}
 	d := Decision{NotLeasable: make(map[string]Reason)}
+	row := func(id string) (lease.Lease, bool, bool) {
+		r, ok := in.Leases[id]
+		stale := ok && in.Incarnation != 0 && r.Incarnation != 0 && r.Incarnation != in.Incarnation
+		return r, ok && !stale, stale
+	}
 
 	// read reports whether parent p counts as read to its end.
 	read := func(p string) bool {
-		row, hasRow := in.Leases[p]
-		if hasRow && row.Finished() {
+		if r, ok, _ := row(p); ok && r.Finished() {
 			return true
 		}
-		ps, listed := byID[p]
-		if !listed {
-			return true // trimmed by retention
-		}
-		// At the tip, a closed parent that the subscription opened with (its
-		// row carries the start recorded at startup) and that no reader ever
-		// took holds only records the subscription skips. Once taken
-		// (Counter > 0), a reader may have read records newer than the start
-		// without checkpointing them yet, so it must reach SHARD_END like any
-		// other parent. A shard with no row at all was created after startup
-		// (a split of a split): its records all count, so it never qualifies.
-		neverTaken := hasRow && row.Start != "" && row.Counter == 0 && row.Owner == ""
-		if in.StartAtTip && ps.Closed() && row.Checkpoint == "" && neverTaken {
-			return true
-		}
-		return false
+		_, listed := byID[p]
+		return !listed // trimmed by retention
 	}
 
 	seen := make(map[string]bool, len(in.Shards))
@@ -153,13 +146,16 @@ func Decide(in Input) Decision {
 			continue // a listing that repeats a shard: judge it once
 		}
 		seen[s.ID] = true
-		row, hasRow := in.Leases[s.ID]
+		r, hasRow, stale := row(s.ID)
 		switch {
-		case hasRow && row.Finished():
+		case stale:
+			d.NotLeasable[s.ID] = Reason{Kind: Stale}
+			continue
+		case hasRow && r.Finished():
 			d.NotLeasable[s.ID] = Reason{Kind: Finished}
 			continue
-		case hasRow && row.HeldAt(in.Now):
-			d.NotLeasable[s.ID] = Reason{Kind: Held, Owner: row.Owner, Until: row.Expiry}
+		case hasRow && r.Held() && !in.Verdicts[s.ID].Lapsed:
+			d.NotLeasable[s.ID] = Reason{Kind: Held, Owner: r.Owner, Until: in.Verdicts[s.ID].LapsesAt}
 			continue
 		}
 		waiting := ""

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,8 +34,31 @@ func closed(id string, parents ...string) Shard {
 
 // Lease rows.
 func finished() lease.Lease { return lease.Lease{Checkpoint: lease.ShardEnd} }
+
+// heldBy is a row whose owner an observer saw renewing: its lease lapses
+// at until unless renewed. lapsed is a row whose counter stood still.
 func heldBy(owner string, until time.Time) lease.Lease {
-	return lease.Lease{Owner: owner, Expiry: until, Checkpoint: "500"}
+	return lease.Lease{Owner: owner, Expiry: until, Checkpoint: "500", Counter: until.UnixMilli()}
+}
+func lapsed(owner string) lease.Lease {
+	return lease.Lease{Owner: owner, Checkpoint: "500", Counter: -1}
+}
+
+// verdicts judges the rows as the coordinator's observer would: rows made
+// by lapsed() have lapsed, others lapse at the time heldBy recorded.
+func verdicts(rows map[string]lease.Lease) map[string]lease.Verdict {
+	v := map[string]lease.Verdict{}
+	for id, r := range rows {
+		switch {
+		case r.Owner == "":
+			v[id] = lease.Verdict{Free: true}
+		case r.Counter == -1:
+			v[id] = lease.Verdict{Lapsed: true, Counter: -1}
+		default:
+			v[id] = lease.Verdict{Counter: r.Counter, LapsesAt: time.UnixMilli(r.Counter).UTC()}
+		}
+	}
+	return v
 }
 func checkpointed(seq string) lease.Lease { return lease.Lease{Checkpoint: seq} }
 
@@ -46,12 +70,17 @@ func rows(kv ...any) map[string]lease.Lease {
 	return m
 }
 
-// atStartup returns the rows the coordinator records when a subscription
-// starts at the tip: the start on every shard, nobody holding any.
-func atStartup(shards []Shard) map[string]lease.Lease {
+// atTipStart returns the rows the coordinator records when a generation
+// starts at the tip: closed shards read to their end, open ones with the
+// pinned start, nobody holding any.
+func atTipStart(shards []Shard) map[string]lease.Lease {
 	m := map[string]lease.Lease{}
 	for _, s := range shards {
-		m[s.ID] = lease.Lease{ShardID: s.ID, Start: "latest", Generation: "g1"}
+		l := lease.Lease{ShardID: s.ID, Start: "timestamp:1", Generation: "g1", GenerationOrder: 1}
+		if s.Closed() {
+			l.Checkpoint, l.StartApplied = lease.ShardEnd, true
+		}
+		m[s.ID] = l
 	}
 	return m
 }
@@ -75,7 +104,7 @@ func TestDecide(t *testing.T) {
 		name     string
 		shards   []Shard
 		leases   map[string]lease.Lease
-		tip      bool
+		inc      int64
 		leasable []string
 		not      map[string]Reason
 	}{
@@ -167,85 +196,82 @@ func TestDecide(t *testing.T) {
 			not:      map[string]Reason{},
 		},
 		{
-			name:     "TipStartClosedParentsRecordedAtStartupCountAsRead",
+			name:     "TipStartClosedShardsRecordedFinishedLetLeavesOpen",
 			shards:   splitMerge,
-			leases:   atStartup(splitMerge),
-			tip:      true,
-			leasable: []string{"s0", "s1", "s2", "s3"},
-			not:      map[string]Reason{},
+			leases:   atTipStart(splitMerge),
+			leasable: []string{"s3"},
+			not:      map[string]Reason{"s0": fin, "s1": fin, "s2": fin},
 		},
 		{
-			// Shards without a row were created after startup (a split of a
-			// split): their records all count, tip or not.
-			name:     "TipStartClosedParentsWithoutRowsWait",
-			shards:   splitMerge,
-			tip:      true,
-			leasable: []string{"s0"},
-			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0"), "s3": waiting("s1")},
-		},
-		{
-			name:     "TipStartParentRowRecordedAtStartupCountsAsRead",
+			// A closed shard whose start is recorded but not yet read (its
+			// take failed, then it was split) is not inferred read: its
+			// records since the start come before its children's.
+			name:     "ParentWithARecordedStartNotYetReadKeepsChildrenWaiting",
 			shards:   split,
-			leases:   rows("s0", lease.Lease{Start: "latest", Generation: "g1"}),
-			tip:      true,
-			leasable: []string{"s0", "s1", "s2"},
-			not:      map[string]Reason{},
-		},
-		{
-			// A reader took it, maybe read records newer than the start,
-			// and lost it before checkpointing: they must be read first.
-			name:     "TipStartParentTakenThenReleasedWithoutCheckpointStillWaits",
-			shards:   split,
-			leases:   rows("s0", lease.Lease{Counter: 3, Start: "latest", Generation: "g1"}),
-			tip:      true,
+			leases:   rows("s0", lease.Lease{Start: "timestamp:1", Generation: "g1", GenerationOrder: 1}),
 			leasable: []string{"s0"},
 			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
 		},
 		{
-			name:     "TipStartParentExpiredWithoutCheckpointStillWaits",
+			name:     "ParentTakenThenReleasedWithoutCheckpointStillWaits",
 			shards:   split,
-			leases:   rows("s0", lease.Lease{Counter: 1, Owner: "gone", Expiry: now.Add(-time.Second)}),
-			tip:      true,
+			leases:   rows("s0", lease.Lease{Counter: 3, Start: "timestamp:1", Generation: "g1"}),
 			leasable: []string{"s0"},
 			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
 		},
 		{
-			name:     "TipStartParentWithSequenceCheckpointStillWaits",
-			shards:   split,
-			leases:   rows("s0", checkpointed("700")),
-			tip:      true,
-			leasable: []string{"s0"},
-			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
-		},
-		{
-			name:   "TipStartHeldParentWithoutCheckpointStillWaits",
-			shards: split,
-			leases: rows("s0", lease.Lease{Owner: "reader-a", Expiry: later, Counter: 1}),
-			tip:    true,
-			not: map[string]Reason{
-				"s0": held("reader-a", later), "s1": waiting("s0"), "s2": waiting("s0"),
-			},
-		},
-		{
-			name:     "TipStartOpenParentStillWaits",
+			name:     "OpenParentKeepsItsChildWaiting",
 			shards:   []Shard{open("s0"), open("s1", "s0")},
-			tip:      true,
 			leasable: []string{"s0"},
 			not:      map[string]Reason{"s1": waiting("s0")},
 		},
 		{
-			name:     "ExpiredLeaseIsLeasable",
+			name:     "RowOfAnEarlierIncarnationIsStale",
 			shards:   []Shard{open("a"), open("b"), open("c")},
-			leases:   rows("a", heldBy("gone", now.Add(-time.Millisecond)), "b", heldBy("gone", now), "c", heldBy("live", later)),
-			leasable: []string{"a", "b"},
-			not:      map[string]Reason{"c": held("live", later)},
+			leases:   rows("a", lease.Lease{Incarnation: 100, Checkpoint: lease.ShardEnd}, "b", lease.Lease{Incarnation: 200}, "c", lease.Lease{Checkpoint: "5"}),
+			inc:      200,
+			leasable: []string{"b", "c"},
+			not:      map[string]Reason{"a": {Kind: Stale}},
 		},
 		{
-			name:     "ExpiredParentIsLeasableChildStillWaits",
+			// A re-created stream's shard 0 has the old incarnation's
+			// SHARD_END on its row: that must not let its children open.
+			name:     "StaleFinishedParentDoesNotCountAsRead",
 			shards:   split,
-			leases:   rows("s0", heldBy("gone", now.Add(-time.Second))),
+			leases:   rows("s0", lease.Lease{Incarnation: 100, Checkpoint: lease.ShardEnd}),
+			inc:      200,
+			leasable: nil,
+			not:      map[string]Reason{"s0": {Kind: Stale}, "s1": waiting("s0"), "s2": waiting("s0")},
+		},
+		{
+			name:     "IncarnationNotCheckedWhenUnknown",
+			shards:   []Shard{open("a")},
+			leases:   rows("a", lease.Lease{Incarnation: 100}),
+			leasable: []string{"a"},
+			not:      map[string]Reason{},
+		},
+		{
+			// The expiry a holder's clock wrote means nothing: only the
+			// taker's verdict does.
+			name:     "LapsedLeaseIsLeasableWhateverTheExpiryWritten",
+			shards:   []Shard{open("a"), open("b"), open("c")},
+			leases:   rows("a", lapsed("gone"), "b", heldBy("live", now.Add(-time.Hour)), "c", heldBy("live", later)),
+			leasable: []string{"a"},
+			not:      map[string]Reason{"b": held("live", now.Add(-time.Hour)), "c": held("live", later)},
+		},
+		{
+			name:     "LapsedParentIsLeasableChildStillWaits",
+			shards:   split,
+			leases:   rows("s0", lapsed("gone")),
 			leasable: []string{"s0"},
 			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
+		},
+		{
+			name:     "ReleasedRowIsLeasable",
+			shards:   []Shard{open("a")},
+			leases:   rows("a", lease.Lease{Counter: 9, Checkpoint: "5"}),
+			leasable: []string{"a"},
+			not:      map[string]Reason{},
 		},
 		{
 			name:   "FinishedShardNeverLeasable",
@@ -255,7 +281,6 @@ func TestDecide(t *testing.T) {
 				"b", finished(), // open but finished: still never again
 				"c", lease.Lease{Owner: "x", Expiry: later, Checkpoint: lease.ShardEnd},
 			),
-			tip:      true,
 			leasable: nil,
 			not:      map[string]Reason{"a": fin, "b": fin, "c": fin},
 		},
@@ -289,7 +314,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Decide(Input{Shards: tc.shards, Leases: tc.leases, StartAtTip: tc.tip, Now: now})
+			d := Decide(Input{Shards: tc.shards, Leases: tc.leases, Verdicts: verdicts(tc.leases), Incarnation: tc.inc})
 			if got := ids(d.Leasable); !slices.Equal(got, tc.leasable) {
 				t.Errorf("Leasable = %v, want %v", got, tc.leasable)
 			}
@@ -330,8 +355,8 @@ func checkPartition(t *testing.T, listed []Shard, d Decision) {
 }
 
 func TestDecide_LeasableOrderParentsBeforeChildrenThenID(t *testing.T) {
-	// Listed out of order; at the tip every closed parent counts as read, so
-	// all are leasable and only the order is at stake.
+	// Listed out of order; 0 is read, so 1 (a root) and 2 and 3 (children
+	// of 0) may open; 4 (the merge of 3 and 1) waits.
 	shards := []Shard{
 		open("shardId-000000000004", "shardId-000000000003", "shardId-000000000001"),
 		closed("shardId-000000000003", "shardId-000000000000"),
@@ -339,11 +364,10 @@ func TestDecide_LeasableOrderParentsBeforeChildrenThenID(t *testing.T) {
 		closed("shardId-000000000001"),
 		closed("shardId-000000000000"),
 	}
-	d := Decide(Input{Shards: shards, Leases: atStartup(shards), StartAtTip: true, Now: now})
+	d := Decide(Input{Shards: shards, Leases: rows("shardId-000000000000", finished())})
 	want := []string{
-		"shardId-000000000000", "shardId-000000000001", // roots
+		"shardId-000000000001",                         // a root
 		"shardId-000000000002", "shardId-000000000003", // children of 0
-		"shardId-000000000004", // merge of 3 and 1
 	}
 	if got := ids(d.Leasable); !slices.Equal(got, want) {
 		t.Errorf("Leasable = %v, want %v", got, want)
@@ -351,18 +375,18 @@ func TestDecide_LeasableOrderParentsBeforeChildrenThenID(t *testing.T) {
 }
 
 func TestDecide_LeasableOrderByDepthEvenWhenIDsSortOtherwise(t *testing.T) {
-	// Kinesis numbers children after their parents, but the order must not
-	// depend on that.
-	shards := []Shard{open("a", "y", "z"), closed("y", "x"), closed("z"), closed("x")}
-	d := Decide(Input{Shards: shards, Leases: atStartup(shards), StartAtTip: true, Now: now})
-	want := []string{"x", "z", "y", "a"}
+	// x is read; y (its child, closed) and z (a root) may both open now: z
+	// first, though "y" sorts before "z". a waits on y.
+	shards := []Shard{open("a", "y", "z"), closed("y", "x"), open("z"), closed("x")}
+	d := Decide(Input{Shards: shards, Leases: rows("x", finished())})
+	want := []string{"z", "y"}
 	if got := ids(d.Leasable); !slices.Equal(got, want) {
 		t.Errorf("Leasable = %v, want %v", got, want)
 	}
 }
 
 func TestDecide_RepeatedShardJudgedOnce(t *testing.T) {
-	d := Decide(Input{Shards: []Shard{open("a"), open("a")}, Now: now})
+	d := Decide(Input{Shards: []Shard{open("a"), open("a")}})
 	if got := ids(d.Leasable); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("Leasable = %v, want [a]", got)
 	}
@@ -371,7 +395,7 @@ func TestDecide_RepeatedShardJudgedOnce(t *testing.T) {
 func TestDecide_DoesNotModifyInput(t *testing.T) {
 	shards := []Shard{open("c", "b"), closed("b"), open("a")}
 	before := slices.Clone(shards)
-	Decide(Input{Shards: shards, StartAtTip: true, Now: now})
+	Decide(Input{Shards: shards})
 	if !slices.Equal(shards, before) {
 		t.Errorf("input reordered: %v", ids(shards))
 	}
@@ -402,26 +426,17 @@ func splitTree(depth int, seed uint64) []Shard {
 
 func TestDecide_ThousandsOfShardsParentsFirst(t *testing.T) {
 	shards := splitTree(11, 1) // 4,095 shards
-	d := Decide(Input{Shards: shards, Leases: atStartup(shards), StartAtTip: true, Now: now})
-	if len(d.Leasable) != len(shards) {
-		t.Fatalf("%d leasable, want all %d", len(d.Leasable), len(shards))
-	}
-	pos := map[string]int{}
-	for i, s := range d.Leasable {
-		pos[s.ID] = i
-	}
-	for _, s := range d.Leasable {
-		for _, p := range s.Parents() {
-			if pos[p] >= pos[s.ID] {
-				t.Fatalf("parent %s at %d after child %s at %d", p, pos[p], s.ID, pos[s.ID])
-			}
-		}
+	// A tip generation records every closed shard finished: exactly the
+	// 2,048 open leaves may open, in id order.
+	d := Decide(Input{Shards: shards, Leases: atTipStart(shards)})
+	if len(d.Leasable) != 2048 || !slices.IsSortedFunc(d.Leasable, func(a, b Shard) int { return strings.Compare(a.ID, b.ID) }) {
+		t.Fatalf("%d leasable, want the 2048 leaves sorted", len(d.Leasable))
 	}
 
 	// Not at the tip, with the first two levels finished: exactly the third
 	// level is leasable, and every deeper shard waits on its own parent.
 	leases := rows("r", finished(), "r0", finished(), "r1", finished())
-	d = Decide(Input{Shards: shards, Leases: leases, Now: now})
+	d = Decide(Input{Shards: shards, Leases: leases})
 	want := []string{"r00", "r01", "r10", "r11"}
 	if got := ids(d.Leasable); !slices.Equal(got, want) {
 		t.Errorf("Leasable = %v, want %v", got, want)
@@ -445,9 +460,10 @@ func BenchmarkDecide(b *testing.B) {
 				leases[s.ID] = heldBy("x", now.Add(time.Second))
 			}
 		}
+		v := verdicts(leases)
 		b.Run(fmt.Sprintf("shards=%d", len(shards)), func(b *testing.B) {
 			for b.Loop() {
-				Decide(Input{Shards: shards, Leases: leases, Now: now})
+				Decide(Input{Shards: shards, Leases: leases, Verdicts: v})
 			}
 		})
 	}
@@ -460,6 +476,8 @@ func TestReasonString(t *testing.T) {
 		want string
 	}{
 		{held("reader-7", until), "held by reader-7 until 2026-03-01T11:00:10Z"},
+		{held("reader-7", time.Time{}), "held by reader-7"},
+		{Reason{Kind: Stale}, "row of an earlier incarnation of the stream"},
 		{fin, "finished"},
 		{waiting("shardId-000000000001"), "waiting on parent shardId-000000000001"},
 		{Reason{}, "ReasonKind(0)"},

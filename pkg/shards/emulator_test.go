@@ -177,9 +177,15 @@ func TestSplitAndMerge_ChildrenWaitForEveryParentOnRealListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decide := func(tip bool) Decision {
+	obs := lease.NewObserver(lease.DefaultDuration)
+	decide := func() Decision {
 		t.Helper()
-		d := Decide(Input{Shards: listed, Leases: rowsOf(t, store, name), StartAtTip: tip, Now: time.Now()})
+		rows := rowsOf(t, store, name)
+		v := map[string]lease.Verdict{}
+		for id, r := range rows {
+			v[id] = obs.Observe(r, time.Now())
+		}
+		d := Decide(Input{Shards: listed, Leases: rows, Verdicts: v})
 		checkPartition(t, listed, d)
 		return d
 	}
@@ -195,27 +201,23 @@ func TestSplitAndMerge_ChildrenWaitForEveryParentOnRealListing(t *testing.T) {
 		}
 	}
 
-	// At the tip, with the start recorded on every shard at startup and
-	// nothing read, every closed parent counts as read.
+	// A tip generation records every closed shard read to its end: only
+	// the open leaves may open.
 	startup, err := lease.NewMemoryStore()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range listed {
-		if _, err := startup.SetStart(ctx, name, s.ID, "latest", "g1"); err != nil {
+		st := lease.Start{Position: "timestamp:1", Generation: "g1", Order: 1, Finished: s.Closed()}
+		if _, err := startup.SetStart(ctx, name, s.ID, st); err != nil {
 			t.Fatal(err)
 		}
 	}
-	atStartup := Decide(Input{Shards: listed, Leases: rowsOf(t, startup, name), StartAtTip: true, Now: time.Now()})
-	expect("tip, rows recorded at startup", atStartup, []string{sh0, sh1, sh2, sh3, sh4}, nil)
-
-	// At the tip without rows (shards the subscription did not open with),
-	// parents must be read first like anywhere else.
-	expect("tip, no rows", decide(true), []string{sh0, sh1},
-		map[string]Reason{sh2: waiting(sh0), sh3: waiting(sh0), sh4: waiting(sh3)})
+	atStartup := Decide(Input{Shards: listed, Leases: rowsOf(t, startup, name)})
+	expect("tip generation", atStartup, []string{sh2, sh4}, map[string]Reason{sh0: fin, sh1: fin, sh3: fin})
 
 	// From the horizon, only the original shards may open.
-	expect("no rows", decide(false), []string{sh0, sh1},
+	expect("no rows", decide(), []string{sh0, sh1},
 		map[string]Reason{sh2: waiting(sh0), sh3: waiting(sh0), sh4: waiting(sh3)})
 
 	// A reader holds shard 0 midway: it is held, its children wait.
@@ -225,7 +227,7 @@ func TestSplitAndMerge_ChildrenWaitForEveryParentOnRealListing(t *testing.T) {
 	if _, err := store.Checkpoint(ctx, name, sh0, "reader-a", before[0].StartingSequence); err != nil {
 		t.Fatal(err)
 	}
-	d := decide(false)
+	d := decide()
 	if r := d.NotLeasable[sh0]; r.Kind != Held || r.Owner != "reader-a" {
 		t.Errorf("shard 0 while read: %v, want held by reader-a", r)
 	}
@@ -235,15 +237,15 @@ func TestSplitAndMerge_ChildrenWaitForEveryParentOnRealListing(t *testing.T) {
 	}
 
 	readToEnd(t, store, name, sh0)
-	expect("0 finished", decide(false), []string{sh1, sh2, sh3},
+	expect("0 finished", decide(), []string{sh1, sh2, sh3},
 		map[string]Reason{sh0: fin, sh4: waiting(sh3)})
 
 	readToEnd(t, store, name, sh3)
-	expect("0, 3 finished", decide(false), []string{sh1, sh2},
+	expect("0, 3 finished", decide(), []string{sh1, sh2},
 		map[string]Reason{sh3: fin, sh4: waiting(sh1)}) // the merge waits for its second parent too
 
 	readToEnd(t, store, name, sh1)
-	expect("0, 1, 3 finished", decide(false), []string{sh2, sh4},
+	expect("0, 1, 3 finished", decide(), []string{sh2, sh4},
 		map[string]Reason{sh0: fin, sh1: fin, sh3: fin})
 }
 

@@ -22,10 +22,14 @@ func Example() {
 	}
 	rows := map[string]lease.Lease{ // from lease.Store.GetMany, by shard id
 		"shardId-000000000000": {Checkpoint: lease.ShardEnd},
-		"shardId-000000000003": {Owner: "loop-7", Expiry: now.Add(8 * time.Second), Checkpoint: "4975"},
+		"shardId-000000000003": {Owner: "loop-7", Counter: 12, Checkpoint: "4975"},
 	}
 
-	d := shards.Decide(shards.Input{Shards: listing, Leases: rows, Now: now})
+	// The coordinator's observer saw loop-7 renew moments ago: its lease
+	// lapses 10 s after that unless it renews again.
+	verdicts := map[string]lease.Verdict{"shardId-000000000003": {Counter: 12, LapsesAt: now.Add(10 * time.Second)}}
+
+	d := shards.Decide(shards.Input{Shards: listing, Leases: rows, Verdicts: verdicts})
 	for _, s := range d.Leasable {
 		fmt.Println("take", s.ID)
 	}
@@ -38,7 +42,7 @@ func Example() {
 	// take shardId-000000000001
 	// take shardId-000000000002
 	// shardId-000000000000 finished
-	// shardId-000000000003 held by loop-7 until 2026-03-01T12:00:08Z
+	// shardId-000000000003 held by loop-7 until 2026-03-01T12:00:10Z
 	// shardId-000000000004 waiting on parent shardId-000000000002
 }
 

@@ -1,0 +1,106 @@
+package coordinator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+func TestStepFor(t *testing.T) {
+	horizon := Subscription{Stream: "s", Start: "horizon", Generation: "gh"}
+	latest := Subscription{Stream: "s", Start: "latest", Generation: "gl"}
+	none := Subscription{Stream: "s"}
+	rec := func(id string, applied bool, inc int64, superseded ...string) lease.Generation {
+		return lease.Generation{ID: id, Order: int64(len(superseded) + 1), Applied: applied, Incarnation: inc, Superseded: superseded}
+	}
+	cases := []struct {
+		name  string
+		rec   lease.Generation
+		found bool
+		sub   Subscription
+		inc   int64
+		want  genStep
+	}{
+		{"NoRecordWithAStartBegins", lease.Generation{}, false, horizon, 7, genBegin},
+		{"NoRecordWithoutAStartBeginsTheDefault", lease.Generation{}, false, none, 7, genBegin},
+		{"OwnRecordAppliedFollows", rec("gh", true, 7), true, horizon, 7, genFollow},
+		{"OwnRecordNotAppliedIsFinished", rec("gh", false, 7), true, horizon, 7, genFinish},
+		{"DefaultNotAppliedIsFinished", rec(lease.DefaultGeneration, false, 7), true, none, 7, genFinish},
+		// A restart without --start never moves a checkpoint.
+		{"WithoutAStartNeverBeginsOverARecord", rec("gh", true, 7), true, none, 7, genFollow},
+		{"WithoutAStartFollowsEvenAnUnappliedRecord", rec("gh", false, 7), true, none, 7, genFollow},
+		// A deploy changed horizon to latest: the old coordinator is stale.
+		{"SupersededConfigurationIsStale", rec("gl", true, 7, "gh"), true, horizon, 7, genStale},
+		{"UnseenConfigurationIsNewerAndBegins", rec("gh", true, 7), true, latest, 7, genBegin},
+		{"NewerOverTheDefaultBegins", rec(lease.DefaultGeneration, true, 7), true, horizon, 7, genBegin},
+		{"RecordOfAnEarlierIncarnationBeginsAgain", rec("gh", true, 5), true, horizon, 7, genBegin},
+		{"RecordOfAnEarlierIncarnationBeginsTheDefault", rec("gh", true, 5), true, none, 7, genBegin},
+		{"UnknownIncarnationTrustsTheRecord", rec("gh", true, 0), true, horizon, 7, genFollow},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := stepFor(c.rec, c.found, c.sub, c.inc); got != c.want {
+				t.Fatalf("stepFor = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestNewGeneration_PinsTheTipOnceAndOrdersAfterThePrevious(t *testing.T) {
+	server := time.UnixMilli(1_800_000_005_000)
+	listing := []shards.Shard{{ID: "a"}, {ID: "b", EndingSequence: "9"}}
+	first := newGeneration(lease.Generation{}, false, Subscription{Start: "latest", Generation: "gl"}, listing, 7, server, time.Time{}, "c1")
+	if first.Order != 1 || first.Start != "timestamp:1800000004000" || first.Tip != first.Start || len(first.Shards) != 2 || first.Applied {
+		t.Fatalf("first = %+v, want order 1 with the tip pinned a second before Kinesis's time", first)
+	}
+	next := newGeneration(first, true, Subscription{Start: "horizon", Generation: "gh"}, listing, 7, server.Add(time.Minute), time.Time{}, "c2")
+	if next.Order != 2 || next.Start != "horizon" || !next.Supersedes("gl") || next.Supersedes("gh") {
+		t.Fatalf("next = %+v, want order 2, horizon, superseding gl", next)
+	}
+	// Back to a superseded id (possible only after the record was lost):
+	// it is no longer listed as superseded by itself.
+	again := newGeneration(next, true, Subscription{Start: "latest", Generation: "gl"}, listing, 7, server, time.Time{}, "c3")
+	if again.Supersedes("gl") || !again.Supersedes("gh") {
+		t.Fatalf("again = %+v", again)
+	}
+}
+
+func TestStartFor(t *testing.T) {
+	g := lease.Generation{ID: "g", Start: "horizon", Tip: "timestamp:5", Order: 3, Incarnation: 7}
+	open, closed := shards.Shard{ID: "a"}, shards.Shard{ID: "b", EndingSequence: "9"}
+	cases := []struct {
+		name  string
+		start string
+		s     shards.Shard
+		want  lease.Start
+	}{
+		{"DefaultOpenShardAtTheTipIfAbsent", "", open, lease.Start{Position: "timestamp:5", IfAbsent: true}},
+		{"DefaultClosedShardReadIfAbsent", "", closed, lease.Start{Position: "timestamp:5", IfAbsent: true, Finished: true}},
+		{"LatestOpenShardOverridesItsCheckpoint", "latest", open, lease.Start{Position: "horizon"}},
+		{"LatestClosedShardIsRecordedRead", "latest", closed, lease.Start{Position: "horizon", Finished: true}},
+		{"HorizonReadsClosedShardsAgain", "horizon", closed, lease.Start{Position: "horizon", ClearCheckpoint: true}},
+		{"TimestampReadsClosedShardsAgain", "timestamp:1", closed, lease.Start{Position: "horizon", ClearCheckpoint: true}},
+		{"SequenceOnItsShard", "sequence:a:42", open, lease.Start{Position: "horizon"}},
+		{"SequenceLeavesOtherShardsAtTheTipIfAbsent", "sequence:a:42", closed, lease.Start{Position: "timestamp:5", IfAbsent: true, Finished: true}},
+	}
+	stale, err := startFor(g, Subscription{Start: "latest"}, open, lease.Lease{Incarnation: 6, Checkpoint: "9"}, true)
+	if err != nil || !stale.Fresh {
+		t.Fatalf("start over a row of an earlier incarnation = %+v, %v, want Fresh", stale, err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := startFor(g, Subscription{Start: c.start}, c.s, lease.Lease{Incarnation: 7}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The position comes from the record (its Start or Tip); the
+			// table's "horizon" stands for the record's Start.
+			c.want.Generation, c.want.Order, c.want.Incarnation = "g", 3, 7
+			if got != c.want {
+				t.Fatalf("startFor = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,398 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardloop/shardloop/internal/testaws"
+	"github.com/shardloop/shardloop/pkg/coordinator"
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+func sub(stream, start string) coordinator.Config {
+	return coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: start}}}
+}
+
+func pass(t *testing.T, c *coordinator.Coordinator) coordinator.StreamResult {
+	t.Helper()
+	res, err := c.Pass(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Streams[0]
+}
+
+// settle checkpoints seq on every loop's row as its reader would.
+func settle(t *testing.T, store lease.Store, loops []coordinator.Loop, seq string) {
+	t.Helper()
+	for _, l := range loops {
+		if _, err := store.Checkpoint(t.Context(), l.Stream, l.ShardID, l.Owner, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func rowsOf(t *testing.T, store lease.Store, stream string) map[string]lease.Lease {
+	t.Helper()
+	rows, err := store.List(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]lease.Lease{}
+	for _, r := range rows {
+		m[r.ShardID] = r
+	}
+	return m
+}
+
+// TestPass_RestartWithoutAStartKeepsEveryCheckpoint is the bug of a restart
+// without --start (or a deployment whose StartPosition prop was removed):
+// the default "latest" was recorded as a new generation over every
+// checkpoint, and what was written while the consumer was down was lost.
+func TestPass_RestartWithoutAStartKeepsEveryCheckpoint(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 2)
+	store := memStore(t)
+	first := pass(t, newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{}))
+	settle(t, store, first.Started, "5")
+	for _, l := range first.Started {
+		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	again := pass(t, newCoordinator(t, sub(stream, ""), store, kc, &recorder{}))
+	if again.StartRecorded || again.Step != "follow" || len(again.Started) != 2 {
+		t.Fatalf("pass without a start = %+v, want the shards taken, nothing recorded", again)
+	}
+	for id, r := range rowsOf(t, store, stream) {
+		if r.Checkpoint != "5" || !r.StartApplied || r.Start != "horizon" {
+			t.Fatalf("row %s after a restart without a start = %+v, want the checkpoint to decide", id, r)
+		}
+	}
+}
+
+// TestPass_OlderConfigurationChangesNothing is the bug of two coordinators
+// with different starts on one table (a deploy in progress, blue/green
+// stacks): each pass re-recorded its own generation over the other's,
+// cleared the owners and re-pinned "latest" to a new now. Generations are
+// ordered now: the older configuration stands down, and the tip is pinned
+// once.
+func TestPass_OlderConfigurationChangesNothing(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 2)
+	store := dynStore(t)
+	blue := newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{})
+	green := newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{})
+
+	b1 := pass(t, blue)
+	pinned := rowsOf(t, store, stream)["shardId-000000000000"].Start
+	if b1.Step != "begin" || !strings.HasPrefix(pinned, "timestamp:") {
+		t.Fatalf("blue's first pass = %+v, pinned %q", b1, pinned)
+	}
+	g1 := pass(t, green) // the newer configuration: applied once
+	if g1.Step != "begin" || !g1.StartRecorded || g1.Generation.Order != 2 {
+		t.Fatalf("green's first pass = %+v, want a new generation of order 2", g1)
+	}
+	settle(t, store, g1.Started, "7")
+	before := rowsOf(t, store, stream)
+
+	for range 3 {
+		time.Sleep(50 * time.Millisecond)
+		b := pass(t, blue)
+		if !b.StaleConfiguration || b.Step != "stale" || b.StartRecorded || len(b.Started) != 0 {
+			t.Fatalf("blue's pass after green's generation = %+v, want it stale and changing nothing", b)
+		}
+		if g := pass(t, green); g.Step != "follow" || g.StartRecorded || len(g.Started) != 0 {
+			t.Fatalf("green's later pass = %+v, want it to follow its own record", g)
+		}
+	}
+	if after := rowsOf(t, store, stream); !equalRows(before, after) {
+		t.Fatalf("rows changed under a stale coordinator:\nbefore %+v\nafter  %+v", before, after)
+	}
+	rec, err := store.GetGeneration(t.Context(), stream)
+	if err != nil || rec.Start != "horizon" || !rec.Supersedes(b1.Generation.ID) {
+		t.Fatalf("record = %+v, %v", rec, err)
+	}
+}
+
+func equalRows(a, b map[string]lease.Lease) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, r := range a {
+		o := b[id]
+		if r.Owner != o.Owner || r.Checkpoint != o.Checkpoint || r.Start != o.Start || r.Generation != o.Generation || r.StartApplied != o.StartApplied {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPass_BlueGreenStartingTogetherConverges: two deployments with
+// different starts make their first passes at the same time, again and
+// again: one generation wins, each start is recorded at most once on each
+// row, and nothing flips afterwards.
+func TestPass_BlueGreenStartingTogetherConverges(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 2)
+	store := dynStore(t)
+	cs := []*coordinator.Coordinator{
+		newCoordinator(t, sub(stream, "timestamp:1700000000000"), store, kc, &recorder{}),
+		newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{}),
+	}
+	var mu sync.Mutex
+	recorded := 0
+	for range 4 {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Go(func() {
+				res, err := c.Pass(t.Context())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Streams[0].StartRecorded {
+					mu.Lock()
+					recorded++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if recorded < 1 || recorded > 2 {
+		t.Fatalf("%d passes recorded a start, want one per configuration at most", recorded)
+	}
+	rec, _ := store.GetGeneration(t.Context(), stream)
+	for id, r := range rowsOf(t, store, stream) {
+		if r.Generation != rec.ID || r.GenerationOrder != rec.Order {
+			t.Fatalf("row %s of generation %s/%d, record %s/%d: not converged", id, r.Generation, r.GenerationOrder, rec.ID, rec.Order)
+		}
+	}
+}
+
+// TestPass_ShardClosedWhenATipGenerationStartsIsRecordedRead: a parent
+// already closed when a "latest" generation starts holds nothing newer, so
+// it is recorded read to its end then (not inferred later), and its
+// children open.
+func TestPass_ShardClosedWhenATipGenerationStartsIsRecordedRead(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	splitShard(t, kc, stream, "shardId-000000000000")
+	store := memStore(t)
+	res := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	if got := shardsOf(res.Started); !slices.Equal(got, []string{"shardId-000000000001", "shardId-000000000002"}) {
+		t.Fatalf("started %v, want the two children", got)
+	}
+	if p := rowsOf(t, store, stream)["shardId-000000000000"]; !p.Finished() {
+		t.Fatalf("closed parent row = %+v, want it recorded read to its end", p)
+	}
+}
+
+func shardsOf(loops []coordinator.Loop) []string {
+	var ids []string
+	for _, l := range loops {
+		ids = append(ids, l.ShardID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// failingTake refuses the first n takes with a throttling error.
+type failingTake struct {
+	lease.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (f *failingTake) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	f.mu.Lock()
+	if f.n > 0 {
+		f.n--
+		f.mu.Unlock()
+		return lease.Lease{}, errors.New("injected: ProvisionedThroughputExceededException")
+	}
+	f.mu.Unlock()
+	return f.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+// TestPass_ParentWhoseTakeFailedIsNotReadBesideItsChildren is the bug of a
+// startup that records the start on an open shard whose take then fails
+// (throttling), after which the shard is split: "closed, no checkpoint,
+// never taken" was inferred as "closed before startup", and the parent and
+// its children were started together.
+func TestPass_ParentWhoseTakeFailedIsNotReadBesideItsChildren(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := &failingTake{Store: memStore(t), n: 1}
+	c := newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{})
+	if _, err := c.Pass(t.Context()); err == nil {
+		t.Fatal("first pass: want the injected take failure")
+	}
+	splitShard(t, kc, stream, "shardId-000000000000")
+	res := pass(t, c)
+	if got := shardsOf(res.Started); !slices.Equal(got, []string{"shardId-000000000000"}) {
+		t.Fatalf("started %v, want only the parent: its records since the start come before its children's", got)
+	}
+}
+
+// TestPass_HorizonGenerationRereadsClosedShardsParentsFirst: a new
+// generation at the horizon overrides every checkpoint, SHARD_END included,
+// so closed shards still in retention are read again, parents before
+// children.
+func TestPass_HorizonGenerationRereadsClosedShardsParentsFirst(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	first := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	splitShard(t, kc, stream, "shardId-000000000000")
+	settle(t, store, first.Started, lease.ShardEnd)
+	old := newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{})
+	children := pass(t, old)
+	settle(t, store, children.Started, "1")
+
+	res := pass(t, newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{}))
+	if got := shardsOf(res.Started); !slices.Equal(got, []string{"shardId-000000000000"}) {
+		t.Fatalf("started %v, want the parent first", got)
+	}
+	for id, r := range rowsOf(t, store, stream) {
+		if r.Start != "horizon" || r.StartApplied || r.Finished() {
+			t.Fatalf("row %s = %+v, want horizon pending and no SHARD_END", id, r)
+		}
+	}
+	if w := res.Waiting["shardId-000000000001"]; !strings.Contains(w.String(), "waiting on parent") {
+		t.Fatalf("child: %v, want it waiting on its parent", w)
+	}
+}
+
+// TestPass_StreamCreatedAgainUnderTheSameNameIsNotWedged: the rows of a
+// deleted stream (shard 0 read to its end) used to keep the new stream's
+// shard 0 "finished" forever. Rows carry the stream's creation time; those
+// of an earlier incarnation are replaced.
+func TestPass_StreamCreatedAgainUnderTheSameNameIsNotWedged(t *testing.T) {
+	for _, start := range []string{"", "horizon"} {
+		t.Run("start="+start, func(t *testing.T) {
+			kc := testaws.Kinesis(t)
+			stream := newStream(t, kc, 1)
+			store := memStore(t)
+			c := newCoordinator(t, sub(stream, start), store, kc, &recorder{})
+			first := pass(t, c)
+			settle(t, store, first.Started, lease.ShardEnd) // held by a loop that is gone
+
+			if _, err := kc.DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool {
+				_, err := kc.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+				return err != nil
+			})
+			time.Sleep(10 * time.Millisecond) // a creation time of its own
+			if _, err := kc.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool {
+				out, err := kc.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+				return err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE"
+			})
+			res := pass(t, c)
+			if res.Step != "begin" || len(res.Started) != 1 {
+				t.Fatalf("pass over the new incarnation = %+v, want a new generation and shard 0 started", res)
+			}
+			r := rowsOf(t, store, stream)["shardId-000000000000"]
+			if r.Finished() || r.Checkpoint != "" || r.Incarnation != res.Generation.Incarnation || r.Incarnation == 0 {
+				t.Fatalf("shard 0 row = %+v, want a fresh row of the new incarnation", r)
+			}
+		})
+	}
+}
+
+// skewed is a store whose writes use its host's clock, skew away from now.
+func skewed(t *testing.T, table string, skew time.Duration) lease.Store {
+	t.Helper()
+	s, err := lease.NewDynamoStore(testaws.Dynamo(t), table, func(o *lease.Options) {
+		o.Clock = func() time.Time { return time.Now().Add(skew) }
+		o.Duration = time.Second
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPass_ClockSkewNeitherStealsALiveLeaseNorDelaysADeadOne is the bug of
+// expiry judged by absolute times from two hosts' clocks: a coordinator 30 s
+// fast stole healthy leases on every pass, and a reader 30 s fast left its
+// dead shard unleasable for 30 s more. Lapse is judged on the taker's own
+// clock from the counter now.
+func TestPass_ClockSkewNeitherStealsALiveLeaseNorDelaysADeadOne(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		holderSkew, takeSkew time.Duration
+	}{
+		{"CoordinatorFast", 0, 30 * time.Second},
+		{"ReaderFast", 30 * time.Second, 0},
+		{"CoordinatorSlow", 0, -30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := testaws.Kinesis(t)
+			stream := newStream(t, kc, 1)
+			table := testaws.Name(t)
+			if err := lease.CreateTable(t.Context(), testaws.Dynamo(t), table); err != nil {
+				t.Fatal(err)
+			}
+			holder := skewed(t, table, tc.holderSkew)
+			const shard = "shardId-000000000000"
+			if _, err := holder.Take(t.Context(), stream, shard, "reader"); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				tick := time.NewTicker(200 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						_, _ = holder.Renew(context.WithoutCancel(t.Context()), stream, shard, "reader")
+					}
+				}
+			})
+			rec := &recorder{}
+			cfg := sub(stream, "")
+			cfg.LeaseDuration = time.Second
+			cfg.Clock = func() time.Time { return time.Now().Add(tc.takeSkew) }
+			c := newCoordinator(t, cfg, skewed(t, table, tc.takeSkew), kc, rec)
+			for range 15 { // 3 s of passes while the reader renews
+				pass(t, c)
+				time.Sleep(200 * time.Millisecond)
+			}
+			if n := len(rec.shards()); n != 0 {
+				t.Fatalf("a live lease was taken %d times", n)
+			}
+			close(stop)
+			wg.Wait()
+			died := time.Now()
+			for len(rec.shards()) == 0 {
+				if time.Since(died) > 5*time.Second {
+					t.Fatal("the dead reader's shard was not taken within 5 s of a 1 s lease")
+				}
+				pass(t, c)
+				time.Sleep(100 * time.Millisecond)
+			}
+			if took := time.Since(died); took < time.Second {
+				t.Fatalf("taken %s after the last renewal, before a full lease duration", took)
+			}
+		})
+	}
+}

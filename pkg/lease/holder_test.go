@@ -1,0 +1,262 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+// slowStore delays or fails renewals as a test tells it to.
+type slowStore struct {
+	lease.Store
+	mu       sync.Mutex
+	renew    func(n int) (delay time.Duration, fail bool) // per renewal, numbered from 1
+	n        int
+	written  []string // checkpoints that reached the store
+	delayEnd bool     // apply the delay after the write instead of before
+}
+
+var errDown = errors.New("store unreachable")
+
+func (s *slowStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	s.mu.Lock()
+	s.n++
+	delay, fail := s.renew(s.n)
+	after := s.delayEnd
+	s.mu.Unlock()
+	if !after {
+		if err := sleepCtx(ctx, delay); err != nil {
+			return lease.Lease{}, err
+		}
+	}
+	if fail {
+		return lease.Lease{}, errDown
+	}
+	l, err := s.Store.Renew(ctx, stream, shardID, owner)
+	if after {
+		if err := sleepCtx(ctx, delay); err != nil {
+			return lease.Lease{}, err // the answer is lost
+		}
+	}
+	return l, err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (s *slowStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	s.mu.Lock()
+	s.written = append(s.written, seq)
+	s.mu.Unlock()
+	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
+func newHolder(t *testing.T, s lease.Store, clock func() time.Time) *lease.Holder {
+	t.Helper()
+	h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: s, Stream: stream, ShardID: "s1", Owner: "A", Clock: clock})
+	must(t, err)
+	t.Cleanup(h.Close)
+	return h
+}
+
+func memStore(t *testing.T) lease.Store {
+	t.Helper()
+	s, err := lease.NewMemoryStore()
+	must(t, err)
+	return s
+}
+
+// The defaults: a 10 s lease, renewed every 3 s, with a 1 s margin.
+const validFor = lease.DefaultDuration - lease.DefaultDuration/10
+
+func TestHolder_StopsAtTheDeadlineWhenEveryRenewalFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &slowStore{Store: memStore(t), renew: func(int) (time.Duration, bool) { return 0, true }}
+		taken := time.Now()
+		h := newHolder(t, s, time.Now)
+		go h.KeepAlive(t.Context())
+
+		time.Sleep(validFor - time.Millisecond)
+		if err := h.Valid(); err != nil {
+			t.Fatalf("1 ms before the deadline: %v", err)
+		}
+		if h.Context().Err() != nil {
+			t.Fatal("context cancelled before the deadline")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if err := h.Valid(); !errors.Is(err, lease.ErrLapsed) {
+			t.Fatalf("at the deadline: Valid = %v, want ErrLapsed", err)
+		}
+		if !errors.Is(context.Cause(h.Context()), lease.ErrLapsed) {
+			t.Fatalf("context cause = %v, want ErrLapsed", context.Cause(h.Context()))
+		}
+		if got := h.Deadline(); !got.Equal(taken.Add(validFor)) {
+			t.Fatalf("deadline %v, want the take's send time + %s", got.Sub(taken), validFor)
+		}
+		if _, err := h.Checkpoint(t.Context(), "5"); !errors.Is(err, lease.ErrLapsed) {
+			t.Fatalf("checkpoint past the deadline: err = %v, want ErrLapsed", err)
+		}
+		if len(s.written) != 0 {
+			t.Fatalf("checkpoints %v reached the store past the deadline", s.written)
+		}
+	})
+}
+
+// TestHolder_DeadlineRunsFromTheSendTimeOfASlowRenewal is the bug of a
+// renewal that took 2.5 s to succeed (SDK retries under throttling) and
+// then failures: the deadline must count from when that renewal was sent,
+// not from when its answer came, and not from the expiry the store wrote.
+func TestHolder_DeadlineRunsFromTheSendTimeOfASlowRenewal(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		name := map[bool]string{false: "DelayBeforeTheWrite", true: "DelayAfterTheWrite"}[after]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &slowStore{Store: memStore(t), delayEnd: after, renew: func(n int) (time.Duration, bool) {
+					if n == 1 {
+						return 2500 * time.Millisecond, false
+					}
+					return 0, true
+				}}
+				taken := time.Now()
+				h := newHolder(t, s, time.Now)
+				go h.KeepAlive(t.Context())
+				sent := taken.Add(lease.DefaultRenewInterval) // the first tick
+				time.Sleep(sent.Add(validFor).Sub(time.Now()) - time.Millisecond)
+				if err := h.Valid(); err != nil {
+					t.Fatalf("before the slow renewal's send time + %s: %v", validFor, err)
+				}
+				time.Sleep(time.Millisecond)
+				synctest.Wait()
+				if err := h.Valid(); !errors.Is(err, lease.ErrLapsed) {
+					t.Fatalf("at the slow renewal's send time + %s: Valid = %v, want ErrLapsed (deadline %v after the take)",
+						validFor, err, h.Deadline().Sub(taken))
+				}
+			})
+		})
+	}
+}
+
+func TestHolder_RefusedRenewalLosesTheLeaseAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memStore(t)
+		h := newHolder(t, s, time.Now)
+		go h.KeepAlive(t.Context())
+		row, err := s.Get(t.Context(), stream, "s1")
+		must(t, err)
+		noErr(t)(s.Take(t.Context(), stream, "s1", "B", lease.IfCounter(row.Counter)))
+		time.Sleep(lease.DefaultRenewInterval)
+		synctest.Wait()
+		if err := h.Valid(); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("after B took the row: Valid = %v, want ErrNotOwner", err)
+		}
+		if h.Context().Err() == nil {
+			t.Fatal("context still live after the lease was lost")
+		}
+	})
+}
+
+func TestHolder_RenewalsKeepItValid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHolder(t, memStore(t), time.Now)
+		go h.KeepAlive(t.Context())
+		for range 20 {
+			time.Sleep(time.Second)
+			if err := h.Valid(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := h.Checkpoint(t.Context(), "9"); err != nil {
+			t.Fatal(err)
+		}
+		must(t, h.Release(t.Context()))
+		if h.Valid() == nil {
+			t.Fatal("valid after release")
+		}
+	})
+}
+
+func TestHolder_RefusesOptionsThatCannotHold(t *testing.T) {
+	_, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: memStore(t), Stream: stream, ShardID: "s1", Owner: "A",
+		Duration: 3 * time.Second, RenewInterval: 3 * time.Second})
+	if !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("renew interval as long as the lease: err = %v, want ErrInvalid", err)
+	}
+}
+
+// TestHolderAndObserver_NeverTwoOwnersWhateverTheSkew drives a holder and a
+// taker on clocks up to 30 s apart, with renewals that are slow (0 to 5 s),
+// before or after the write, then failing, over many seeded rounds. The
+// taker takes only what its Observer judges lapsed; the holder acts only
+// while Valid. The last moment the holder was valid must come before the
+// taker's take, in true (virtual) time.
+func TestHolderAndObserver_NeverTwoOwnersWhateverTheSkew(t *testing.T) {
+	for seed := range uint64(40) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			skew := func() time.Duration { return time.Duration(rng.Int64N(int64(60*time.Second))) - 30*time.Second }
+			holderSkew, takerSkew := skew(), skew()
+			holderClock := func() time.Time { return time.Now().Add(holderSkew) }
+			takerClock := func() time.Time { return time.Now().Add(takerSkew) }
+			var mu sync.Mutex
+			// Renewals succeed, each taking 0 to 5 s, until the k-th; from
+			// then on they fail (after a delay too), so the taker must take.
+			k := 1 + rng.IntN(8)
+			delays := make([]time.Duration, 64)
+			for i := range delays {
+				delays[i] = time.Duration(rng.Int64N(int64(5 * time.Second)))
+			}
+			s := &slowStore{Store: memStore(t), delayEnd: rng.IntN(2) == 0, renew: func(n int) (time.Duration, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				return delays[min(n-1, len(delays)-1)], n >= k
+			}}
+			h := newHolder(t, s, holderClock)
+			go h.KeepAlive(t.Context())
+
+			var lastValid time.Time
+			done := make(chan struct{})
+			go func() { // the holder "delivers" every 10 ms while valid
+				defer close(done)
+				for h.Valid() == nil {
+					lastValid = time.Now()
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+			obs := lease.NewObserver(lease.DefaultDuration)
+			var took time.Time
+			for took.IsZero() {
+				time.Sleep(time.Duration(20+rng.IntN(500)) * time.Millisecond)
+				row, err := s.Get(t.Context(), stream, "s1")
+				must(t, err)
+				v := obs.Observe(row, takerClock())
+				if !v.Available() {
+					continue
+				}
+				if _, err := s.Take(t.Context(), stream, "s1", "B", lease.IfCounter(v.Counter)); err == nil {
+					took = time.Now()
+				}
+			}
+			<-done
+			h.Close()
+			if !lastValid.Before(took) {
+				t.Fatalf("seed %d (holder skew %s, taker skew %s): holder valid at %v, taker took at %v",
+					seed, holderSkew, takerSkew, lastValid, took)
+			}
+		})
+	}
+}

@@ -1,0 +1,85 @@
+package lease
+
+import (
+	"sync"
+	"time"
+)
+
+// Observer judges whether leases have lapsed the way the Kinesis Client
+// Library does, without trusting any other host's clock: a lease whose row
+// names an owner has lapsed once this observer has seen the row with the
+// same owner and counter for a full lease duration on its own clock. Its
+// holder renews (and so bumps the counter) well inside that time while it
+// lives, and stops delivering before the duration has passed since the send
+// time of its last successful renewal (Holder), which is never later than the
+// moment this observer first saw the counter that renewal wrote. A take or a
+// delete of a lapsed lease is then made conditional on that counter
+// (IfCounter, Delete), so a renewal that lands in between wins.
+//
+// A row with no owner (released, or cleared by a new generation or a
+// reset) is free at once. An Observer is safe for concurrent use.
+type Observer struct {
+	duration time.Duration
+
+	mu   sync.Mutex
+	seen map[string]seen // by lease key
+}
+
+type seen struct {
+	owner   string
+	counter int64
+	since   time.Time
+}
+
+// Verdict is what an Observer concludes about one row.
+type Verdict struct {
+	// Free: the row names no owner; it may be taken at once.
+	Free bool
+	// Lapsed: the owner and counter have not changed for a lease duration.
+	Lapsed bool
+	// Counter is the counter the verdict is about: pass it to IfCounter or
+	// Delete.
+	Counter int64
+	// LapsesAt is when the lease lapses if nothing changes (zero for a free
+	// row); a watcher should look again just after it.
+	LapsesAt time.Time
+}
+
+// Available reports whether the row may be taken (with IfCounter(Counter)).
+func (v Verdict) Available() bool { return v.Free || v.Lapsed }
+
+// NewObserver returns an Observer for leases of duration d (default
+// DefaultDuration when d is 0).
+func NewObserver(d time.Duration) *Observer {
+	if d <= 0 {
+		d = DefaultDuration
+	}
+	return &Observer{duration: d, seen: map[string]seen{}}
+}
+
+// Observe records row as read at now (the observer's clock, read after the
+// row arrived) and returns the verdict.
+func (o *Observer) Observe(row Lease, now time.Time) Verdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	key := row.Key()
+	if row.Owner == "" {
+		delete(o.seen, key)
+		return Verdict{Free: true, Counter: row.Counter}
+	}
+	s, ok := o.seen[key]
+	if !ok || s.owner != row.Owner || s.counter != row.Counter || now.Before(s.since) {
+		s = seen{owner: row.Owner, counter: row.Counter, since: now}
+		o.seen[key] = s
+	}
+	at := s.since.Add(o.duration)
+	return Verdict{Lapsed: !now.Before(at), Counter: row.Counter, LapsesAt: at}
+}
+
+// Forget drops what the observer remembers of a row (a shard gone from the
+// stream), so memory stays bounded by the rows still watched.
+func (o *Observer) Forget(stream, shardID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seen, Key(stream, shardID))
+}

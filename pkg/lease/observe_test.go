@@ -1,0 +1,74 @@
+package lease_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+func TestObserver_JudgesLapseOnItsOwnClock(t *testing.T) {
+	const d = 10 * time.Second
+	t0 := time.UnixMilli(1_800_000_000_000)
+	row := func(owner string, counter int64) lease.Lease {
+		// The holder's expiry is far in the past or future on purpose: the
+		// observer never reads it.
+		return lease.Lease{Stream: stream, ShardID: "s1", Owner: owner, Counter: counter, Expiry: t0.Add(-time.Hour)}
+	}
+	type step struct {
+		at     time.Duration
+		row    lease.Lease
+		lapsed bool
+		free   bool
+		until  time.Duration // LapsesAt - t0
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"ReleasedRowIsFreeAtOnce", []step{{0, row("", 4), false, true, 0}}},
+		{"FirstSightStartsTheWatch", []step{{0, row("A", 1), false, false, d}}},
+		{"UnchangedForTheDurationLapses", []step{
+			{0, row("A", 1), false, false, d},
+			{d - time.Millisecond, row("A", 1), false, false, d},
+			{d, row("A", 1), true, false, d},
+		}},
+		{"ARenewalRestartsTheWatch", []step{
+			{0, row("A", 1), false, false, d},
+			{9 * time.Second, row("A", 2), false, false, 9*time.Second + d},
+			{12 * time.Second, row("A", 2), false, false, 9*time.Second + d},
+			{19 * time.Second, row("A", 2), true, false, 9*time.Second + d},
+		}},
+		{"ANewOwnerRestartsTheWatch", []step{
+			{0, row("A", 5), false, false, d},
+			{11 * time.Second, row("B", 5), false, false, 11*time.Second + d},
+		}},
+		{"AClockThatWentBackRestartsTheWatch", []step{
+			{20 * time.Second, row("A", 1), false, false, 20*time.Second + d},
+			{5 * time.Second, row("A", 1), false, false, 5*time.Second + d},
+		}},
+		{"AReleaseForgetsTheWatch", []step{
+			{0, row("A", 1), false, false, d},
+			{5 * time.Second, row("", 2), false, true, 0},
+			{6 * time.Second, row("A", 1), false, false, 6*time.Second + d},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := lease.NewObserver(d)
+			for i, s := range c.steps {
+				v := o.Observe(s.row, t0.Add(s.at))
+				var until time.Duration
+				if !v.LapsesAt.IsZero() {
+					until = v.LapsesAt.Sub(t0)
+				}
+				if v.Lapsed != s.lapsed || v.Free != s.free || until != s.until || v.Counter != s.row.Counter {
+					t.Fatalf("step %d: %+v (lapses at +%s), want lapsed %v free %v at +%s", i, v, until, s.lapsed, s.free, s.until)
+				}
+				if v.Available() != (s.lapsed || s.free) {
+					t.Fatalf("step %d: Available = %v", i, v.Available())
+				}
+			}
+		})
+	}
+}

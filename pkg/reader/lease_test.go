@@ -1,0 +1,219 @@
+package reader
+
+import (
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+// renewPlan is a store whose renewals follow a plan: renewal n (from 1)
+// waits plan(n).delay, then fails when plan(n).fail.
+type renewPlan struct {
+	lease.Store
+	mu   sync.Mutex
+	n    int
+	plan func(n int) (delay time.Duration, fail bool)
+}
+
+func (s *renewPlan) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	s.mu.Lock()
+	s.n++
+	delay, fail := s.plan(s.n)
+	s.mu.Unlock()
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return lease.Lease{}, ctx.Err()
+	case <-t.C:
+	}
+	if fail {
+		return lease.Lease{}, errors.New("dynamodb: throttled")
+	}
+	return s.Store.Renew(ctx, stream, shardID, owner)
+}
+
+// TestRun_StopsDeliveringAtTheLeaseDeadlineAfterASlowRenewal is the bug of
+// a renewal that succeeds slowly (2.5 s of SDK retries under throttling)
+// followed by failures: the reader took its last good renewal's time from
+// the answer and checked only on renewal ticks, so it delivered for seconds
+// past the lease a taker waits out. No delivery may start after the slow
+// renewal's send time + the lease less its margin.
+func TestRun_StopsDeliveringAtTheLeaseDeadlineAfterASlowRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, err := lease.NewMemoryStore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := &renewPlan{Store: mem, plan: func(n int) (time.Duration, bool) {
+			if n == 1 {
+				return 2500 * time.Millisecond, false
+			}
+			return 0, true
+		}}
+		var mu sync.Mutex
+		var starts []time.Time
+		tgt := FuncTarget(func(ctx context.Context, b Batch) (int, error) {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			t := time.NewTimer(100 * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-t.C:
+			}
+			return len(b.Records), nil
+		})
+		kin := &memKinesis{data: []byte("x"), n: 1_000_000, arrival: time.Now()}
+		if _, err := mem.SetStart(t.Context(), "s", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g", Order: 1}); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		st, err := Run(t.Context(), Options{Kinesis: kin, Store: store, Target: tgt, BatchSize: 10, RunLength: time.Minute},
+			State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reason != ReasonLeaseLost {
+			t.Fatalf("run ended %q, want lease_lost", st.Reason)
+		}
+		deadline := began.Add(lease.DefaultRenewInterval + lease.DefaultDuration - lease.DefaultDuration/10)
+		last := starts[len(starts)-1]
+		if !last.Before(deadline) {
+			t.Fatalf("a delivery started %s after the take, past the deadline at %s", last.Sub(began), deadline.Sub(began))
+		}
+		if last.Before(deadline.Add(-time.Second)) {
+			t.Fatalf("deliveries stopped %s after the take, long before the deadline at %s", last.Sub(began), deadline.Sub(began))
+		}
+	})
+}
+
+// TestRun_TipOpeningIsPinnedSoTheNextLoopLosesNothing: a loop that opens a
+// shard at the tip and dies before its first checkpoint (a crash, 11 read
+// errors, a lost lease) used to leave where it opened only in its own
+// payload; the next loop opened at a new tip and the records in between
+// were never delivered. The opening is pinned on the row now, for a shard
+// with no start at all and for the shards a sequence start does not name.
+func TestRun_TipOpeningIsPinnedSoTheNextLoopLosesNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		start func(e *env) string // the row's start; "" for none
+	}{
+		{"NoStartAtAll", func(*env) string { return "" }},
+		{"ASequenceStartOfAnotherShard", func(e *env) string { return "sequence:" + e.shards[0] + ":1" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 2)
+			shard := e.shards[1]
+			if start := tc.start(e); start != "" {
+				e.setStart(t, shard, start)
+			}
+			o := e.opts(&sink{})
+			o.RunLength = 300 * time.Millisecond
+			st, err := Run(t.Context(), o, e.state(shard, "A")) // opens at the tip, reads nothing
+			if err != nil || !st.Continue {
+				t.Fatalf("first run: %+v, %v", st, err)
+			}
+			// Loop A dies here; its payload is gone with it.
+			afterPinSlack()
+			keys := []string{}
+			for range 5 {
+				keys = append(keys, keyOnShard(t, e, shard))
+			}
+			e.put(t, keys, values("b", 5))
+			s := &sink{}
+			ob := e.opts(s)
+			ob.Store = thief(t, e)
+			runUntil(t, ob, e.state(shard, "B"), func() bool { return s.len() >= 5 })
+			if got := s.data(); !slices.Equal(got, values("b", 5)) {
+				t.Fatalf("the next loop delivered %v, want the 5 records written after the first opened", got)
+			}
+		})
+	}
+}
+
+// keyOnShard finds a partition key that the stream routes to shard.
+func keyOnShard(t *testing.T, e *env, shard string) string {
+	t.Helper()
+	out, err := e.k.ListShards(t.Context(), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range out.Shards {
+		if aws.ToString(s.ShardId) == shard {
+			return keyInRange(t, aws.ToString(s.HashKeyRange.StartingHashKey), aws.ToString(s.HashKeyRange.EndingHashKey))
+		}
+	}
+	t.Fatalf("shard %s not listed", shard)
+	return ""
+}
+
+// keyInRange returns a partition key whose MD5 hash key lies in [lo, hi].
+func keyInRange(t *testing.T, lo, hi string) string {
+	t.Helper()
+	l, _ := new(big.Int).SetString(lo, 10)
+	h, _ := new(big.Int).SetString(hi, 10)
+	for i := range 100_000 {
+		k := fmt.Sprintf("key-%d", i)
+		sum := md5.Sum([]byte(k))
+		v := new(big.Int).SetBytes(sum[:])
+		if v.Cmp(l) >= 0 && v.Cmp(h) <= 0 {
+			return k
+		}
+	}
+	t.Fatalf("no key in [%s, %s]", lo, hi)
+	return ""
+}
+
+// TestRun_NoDeliveryStartsThatTheTargetsTimeoutWouldCarryPastTheRun: a
+// delivery cut at the run's end goes on at a Lambda target while the next
+// run delivers the same records again, two invocations at once for one
+// shard. With the target's timeout known, the run starts no delivery it
+// could not wait out.
+func TestRun_NoDeliveryStartsThatTheTargetsTimeoutWouldCarryPastTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, err := lease.NewMemoryStore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.SetStart(t.Context(), "s", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g", Order: 1}); err != nil {
+			t.Fatal(err)
+		}
+		const took = 4 * time.Second // every invocation runs this long, whatever the caller does
+		var ends []time.Time
+		tgt := FuncTarget(func(ctx context.Context, b Batch) (int, error) {
+			time.Sleep(took)
+			ends = append(ends, time.Now())
+			return len(b.Records), ctx.Err()
+		})
+		kin := &memKinesis{data: []byte("x"), n: 1_000_000, arrival: time.Now()}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // the invocation's deadline
+		defer cancel()
+		st, err := Run(ctx, Options{Kinesis: kin, Store: mem, Target: tgt, BatchSize: 10, RunLength: 25 * time.Second, TargetTimeout: took},
+			State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
+		if err != nil || !st.Continue {
+			t.Fatalf("run: %+v, %v", st, err)
+		}
+		deadline, _ := ctx.Deadline()
+		cut := deadline.Add(-DefaultMargin / 2)
+		if len(ends) == 0 || ends[len(ends)-1].After(cut) {
+			t.Fatalf("deliveries ended at %v, the last after the run's cut at %v", ends, cut)
+		}
+	})
+}
