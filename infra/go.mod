@@ -57,7 +57,10 @@ require (
 	golang.org/x/tools/godoc v0.1.0-deprecated // indirect
 )
 
-// The functions the construct builds at synth come from the root module;
-// this checkout's copy of it here. An app that uses the construct selects
-// the version in its own go.mod (see docs/deploy.md).
+// The functions the construct builds at synth come from the root module: in
+// this checkout, from ../. An app that uses the construct selects the root
+// module's version in its own go.mod, where this replace does not apply.
+// Before tagging a release of this module, require the root module's tagged
+// version above: the placeholder v0.0.0-00010101000000-000000000000 is found
+// nowhere but through a replace.
 replace github.com/shardloop/shardloop => ../
