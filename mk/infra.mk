@@ -60,10 +60,11 @@ $(INFRA_STAMP): $(INFRA_TOOLS)/package-lock.json
 	cd $(INFRA_TOOLS) && npm ci --no-audit --no-fund
 	@touch $@
 
-# The Go tests build the functions for linux/arm64 and synthesize
-# examples/cdk-app as a user's app in a temporary folder; they lint its
-# template with cfn-lint themselves (CFN_LINT), or leave that to the NOTICE
-# below when cfn-lint is missing (SHARDLOOP_CFN_LINT_OPTIONAL).
+# The Go tests build the functions for linux/arm64, and infra/userapp
+# synthesizes examples/cdk-app as a user's app in a temporary folder (in
+# parallel with the construct's tests); it lints that template with cfn-lint
+# itself (CFN_LINT), or leaves it to the NOTICE below when cfn-lint is
+# missing (SHARDLOOP_CFN_LINT_OPTIONAL).
 test-infra: deps-infra ## Infra checks: gofmt, go vet, CDK assertion tests, the example app, asl-validator, cfn-lint on the templates
 	@out=$$(cd $(INFRA_DIR) && gofmt -l main.go shardloop ../examples/cdk-app/main.go); if [ -n "$$out" ]; then echo "gofmt would change (infra):"; echo "$$out"; exit 1; fi
 	cd $(INFRA_DIR) && $(GO) vet ./...

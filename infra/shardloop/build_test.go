@@ -3,7 +3,6 @@ package shardloop
 import (
 	"bytes"
 	"debug/buildinfo"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shardloop/shardloop/infra/internal/lambdabin"
 )
 
 // withBuilds makes NewConsumer build through a fresh cache for the length of
@@ -50,49 +51,12 @@ func bootstrapOf(t testing.TB, outdir string, fn resource) string {
 // build of pkg that make build would make, and returns its build information.
 func checkLambdaBinary(t testing.TB, path, pkg string) *buildinfo.BuildInfo {
 	t.Helper()
-	f, err := elf.Open(path)
+	info, err := lambdabin.Check(path, pkg)
 	if err != nil {
-		t.Fatalf("%s: %v", path, err)
+		t.Error(err)
 	}
-	defer f.Close()
-	if f.Machine != elf.EM_AARCH64 || f.Class != elf.ELFCLASS64 {
-		t.Errorf("%s: machine %v class %v, want an arm64 ELF", path, f.Machine, f.Class)
-	}
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			t.Errorf("%s has an interpreter: not a static binary", path)
-		}
-	}
-	// -ldflags is not in the build information of a -trimpath build: check
-	// what it does. -s: no symbol table; -w: no DWARF; -buildid=: no Go
-	// build id note.
-	var extra []string
-	for _, s := range f.Sections {
-		if s.Name == ".symtab" || s.Name == ".note.go.buildid" || s.Name == ".note.gnu.build-id" || strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
-			extra = append(extra, s.Name)
-		}
-	}
-	if len(extra) > 0 {
-		t.Errorf("%s has sections %v: not built with -ldflags='-s -w -buildid='", path, extra)
-	}
-	info, err := buildinfo.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if info.Path != pkg {
-		t.Errorf("%s is a build of %s, want %s", path, info.Path, pkg)
-	}
-	settings := map[string]string{}
-	for _, s := range info.Settings {
-		settings[s.Key] = s.Value
-	}
-	for k, want := range map[string]string{
-		"GOOS": "linux", "GOARCH": "arm64", "CGO_ENABLED": "0",
-		"-tags": "lambda.norpc", "-trimpath": "true",
-	} {
-		if settings[k] != want {
-			t.Errorf("%s: build setting %s = %q, want %q", path, k, settings[k], want)
-		}
+	if info == nil {
+		t.FailNow()
 	}
 	return info
 }

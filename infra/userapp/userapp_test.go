@@ -1,4 +1,4 @@
-package shardloop
+package userapp
 
 import (
 	"bytes"
@@ -8,7 +8,46 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shardloop/shardloop/infra/internal/lambdabin"
 )
+
+// The functions' main packages, as the construct builds them.
+var functions = map[string]string{
+	"OrdersCoordinator": "github.com/shardloop/shardloop/functions/coordinator",
+	"OrdersShardReader": "github.com/shardloop/shardloop/functions/shardreader",
+}
+
+// template is what the test reads of a synthesized CloudFormation template.
+type template struct {
+	Resources map[string]struct {
+		Type       string
+		Properties map[string]any
+	}
+}
+
+// bootstrap is the staged bootstrap of the one Lambda function whose logical
+// id starts with prefix: outdir/asset.<hash>/bootstrap, the hash being its S3
+// key's.
+func (tmpl template) bootstrap(t *testing.T, outdir, prefix string) string {
+	t.Helper()
+	var found []string
+	var key string
+	for id, r := range tmpl.Resources {
+		if r.Type == "AWS::Lambda::Function" && strings.HasPrefix(id, prefix) {
+			found = append(found, id)
+			code, _ := r.Properties["Code"].(map[string]any)
+			key, _ = code["S3Key"].(string)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("Lambda functions with id %s*: %v, want exactly one", prefix, found)
+	}
+	if !strings.HasSuffix(key, ".zip") {
+		t.Fatalf("%s: code S3Key %q, want an asset <hash>.zip", found[0], key)
+	}
+	return filepath.Join(outdir, "asset."+strings.TrimSuffix(key, ".zip"), "bootstrap")
+}
 
 // cfnLintTool is the cfn-lint to run: $CFN_LINT, else cfn-lint on PATH. When
 // there is none the test fails naming it, unless SHARDLOOP_CFN_LINT_OPTIONAL
@@ -90,13 +129,18 @@ func TestUserApp_OutsideTheRepositorySynthesizesWithFunctionsBuiltInItsModule(t 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tmpl cfn
+	var tmpl template
 	if err := json.Unmarshal(raw, &tmpl); err != nil {
 		t.Fatal(err)
 	}
-	for prefix, pkg := range map[string]string{"OrdersCoordinator": CoordinatorPackage, "OrdersShardReader": ShardReaderPackage} {
-		_, fn := tmpl.byPrefix(t, "AWS::Lambda::Function", prefix)
-		info := checkLambdaBinary(t, bootstrapOf(t, outdir, fn), pkg)
+	for prefix, pkg := range functions {
+		info, err := lambdabin.Check(tmpl.bootstrap(t, outdir, prefix), pkg)
+		if err != nil {
+			t.Error(err)
+		}
+		if info == nil {
+			continue
+		}
 		// Built in the app's module: the functions' module is replaced
 		// with the checkout by the app's go.mod, not by infra's (../),
 		// and make build's binaries have it as their main module.
@@ -104,6 +148,7 @@ func TestUserApp_OutsideTheRepositorySynthesizesWithFunctionsBuiltInItsModule(t 
 			t.Errorf("%s: module %+v (replaced by %+v), want github.com/shardloop/shardloop => %s from the app's go.mod", pkg, info.Main, info.Main.Replace, root)
 		}
 	}
+
 	if haveLint {
 		// W3005 (a DependsOn that a GetAtt already implies) is how CDK
 		// orders a function after its role's policy, as in mk/infra.mk.
