@@ -66,7 +66,7 @@ $(INFRA_STAMP): $(INFRA_TOOLS)/package-lock.json
 # itself (CFN_LINT), or leaves it to the NOTICE below when cfn-lint is
 # missing (SHARDLOOP_CFN_LINT_OPTIONAL).
 test-infra: deps-infra ## Infra checks: gofmt, go vet, CDK assertion tests, the example app, asl-validator, cfn-lint on the templates
-	@out=$$(cd $(INFRA_DIR) && gofmt -l main.go shardloop ../examples/cdk-app/main.go); if [ -n "$$out" ]; then echo "gofmt would change (infra):"; echo "$$out"; exit 1; fi
+	@out=$$(cd $(INFRA_DIR) && gofmt -l main.go shardloop internal userapp ../examples/cdk-app/main.go); if [ -n "$$out" ]; then echo "gofmt would change (infra):"; echo "$$out"; exit 1; fi
 	cd $(INFRA_DIR) && $(GO) vet ./...
 	cd $(EXAMPLE_APP) && $(GO) vet ./...
 	rm -rf $(INFRA_OUT)
