@@ -2,7 +2,10 @@ package shardloop
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -10,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The functions' main packages, in the module github.com/shardloop/shardloop.
@@ -139,20 +143,27 @@ func commandLine(name string, args []string) string {
 type buildCache struct {
 	mu    sync.Mutex
 	build goBuild
-	dirs  map[[2]string]string
-	runs  int // go commands run, for tests
+	// keep is where the bootstraps are kept, one folder per distinct
+	// binary, so that synths that build the same bytes share one folder;
+	// "" is the user's cache folder (shardloop/lambda in it).
+	keep string
+	dirs map[[2]string]string
+	runs int // go commands run, for tests
 }
 
 // functionBuilds is the cache NewConsumer builds through.
-var functionBuilds = newBuildCache(goBuild{Go: "go"})
+var functionBuilds = newBuildCache(goBuild{Go: "go"}, "")
 
-func newBuildCache(b goBuild) *buildCache {
-	return &buildCache{build: b, dirs: map[[2]string]string{}}
+func newBuildCache(b goBuild, keep string) *buildCache {
+	return &buildCache{build: b, keep: keep, dirs: map[[2]string]string{}}
 }
 
-// code returns the folders holding the bootstraps of pkgs, building in one go
-// command, into a new folder of the system's temporary folder, those this
-// process has not built yet. A failed build is not remembered.
+// keptFor is how long a kept folder that no synth has used stays.
+const keptFor = 7 * 24 * time.Hour
+
+// code returns the folders holding the bootstraps of pkgs, building those
+// this process has not built yet in one go command. A failed build is not
+// remembered.
 func (c *buildCache) code(pkgs ...string) (map[string]string, error) {
 	where := c.build.Dir
 	if where == "" {
@@ -176,21 +187,94 @@ func (c *buildCache) code(pkgs ...string) (map[string]string, error) {
 	if len(missing) == 0 {
 		return dirs, nil
 	}
-	out, err := os.MkdirTemp("", "shardloop-lambda-")
-	if err != nil {
+	fail := func(err error) (map[string]string, error) {
 		return nil, &BuildError{Packages: missing, Dir: where, Err: err}
 	}
+	if c.keep == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			// No home: a folder of this process's own.
+			if c.keep, err = os.MkdirTemp("", "shardloop-lambda-"); err != nil {
+				return fail(err)
+			}
+		} else {
+			c.keep = filepath.Join(cache, "shardloop", "lambda")
+		}
+	}
+	if err := os.MkdirAll(c.keep, 0o755); err != nil {
+		return fail(err)
+	}
+	scratch, err := os.MkdirTemp(c.keep, ".build-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(scratch)
 	c.runs++
 	b := c.build
 	b.Dir = where
-	built, err := b.run(missing, out)
+	built, err := b.run(missing, scratch)
 	if err != nil {
-		_ = os.RemoveAll(out)
 		return nil, err
 	}
 	for pkg, dir := range built {
-		c.dirs[[2]string{where, pkg}] = dir
-		dirs[pkg] = dir
+		kept, err := keep(c.keep, dir)
+		if err != nil {
+			return fail(err)
+		}
+		c.dirs[[2]string{where, pkg}] = kept
+		dirs[pkg] = kept
 	}
+	prune(c.keep, time.Now().Add(-keptFor))
 	return dirs, nil
+}
+
+// keep moves dir, a folder holding a bootstrap, to
+// root/<name>-<sha256 of the bootstrap>, or, when another synth has put the
+// same bytes there, uses that folder and leaves dir; either way it marks the
+// folder used. It never replaces a folder: one whose bootstrap has other
+// bytes than its name says is an error.
+func keep(root, dir string) (string, error) {
+	sum, err := fileSum(filepath.Join(dir, "bootstrap"))
+	if err != nil {
+		return "", err
+	}
+	kept := filepath.Join(root, filepath.Base(dir)+"-"+sum)
+	same := func() bool {
+		have, err := fileSum(filepath.Join(kept, "bootstrap"))
+		return err == nil && have == sum
+	}
+	if !same() {
+		if err := os.Rename(dir, kept); err != nil && !same() {
+			return "", fmt.Errorf("keeping the bootstrap in %s: %w (a folder there with other contents has to be removed)", kept, err)
+		}
+	}
+	now := time.Now()
+	return kept, os.Chtimes(kept, now, now)
+}
+
+// prune removes the folders in root that no synth has used since before.
+func prune(root string, before time.Time) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() && info.ModTime().Before(before) {
+			_ = os.RemoveAll(filepath.Join(root, e.Name()))
+		}
+	}
+}
+
+// fileSum is the SHA-256 of a file, in hex.
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

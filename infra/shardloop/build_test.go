@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -23,7 +26,7 @@ import (
 func withBuilds(t *testing.T, b goBuild) *buildCache {
 	t.Helper()
 	saved := functionBuilds
-	functionBuilds = newBuildCache(b)
+	functionBuilds = newBuildCache(b, t.TempDir())
 	t.Cleanup(func() { functionBuilds = saved })
 	return functionBuilds
 }
@@ -168,6 +171,70 @@ func TestNewConsumer_ConsumersOfOneProcessShareOneBuild(t *testing.T) {
 	}
 	if codes["Coordinator"][0] == codes["ShardReader"][0] {
 		t.Error("the coordinator and the shardreader have the same code")
+	}
+}
+
+func TestBuildCache_LaterSynthsUseTheFolderOfTheSameBytesAndOldFoldersGo(t *testing.T) {
+	keepDir := t.TempDir()
+	old, recent := filepath.Join(keepDir, "coordinator-old"), filepath.Join(keepDir, "shardreader-recent")
+	for _, dir := range []string{old, recent} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unused := time.Now().Add(-keptFor - time.Hour)
+	if err := os.Chtimes(old, unused, unused); err != nil {
+		t.Fatal(err)
+	}
+	pkgs := []string{CoordinatorPackage, ShardReaderPackage}
+	first, err := newBuildCache(goBuild{Go: "go"}, keepDir).code(pkgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := newBuildCache(goBuild{Go: "go"}, keepDir).code(pkgs...) // as the next synth's process would
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range pkgs {
+		if first[pkg] != second[pkg] {
+			t.Errorf("%s: kept in %s, then in %s: want one folder", pkg, first[pkg], second[pkg])
+		}
+		if name := filepath.Base(first[pkg]); !regexp.MustCompile(`^(coordinator|shardreader)-[0-9a-f]{64}$`).MatchString(name) {
+			t.Errorf("%s: kept in %s, want <function>-<sha256>", pkg, name)
+		}
+	}
+	entries, err := os.ReadDir(keepDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := []string{filepath.Base(first[CoordinatorPackage]), filepath.Base(recent), filepath.Base(first[ShardReaderPackage])}
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Errorf("kept folders %v, want %v: the two builds, the recent folder, not the one unused for longer than %v, no scratch", names, want, keptFor)
+	}
+}
+
+func TestBuildCache_NeverReplacesAKeptFolderWithOtherBytes(t *testing.T) {
+	keepDir := t.TempDir()
+	dirs, err := newBuildCache(goBuild{Go: "go"}, keepDir).code(CoordinatorPackage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(dirs[CoordinatorPackage], "bootstrap")
+	if err := os.WriteFile(planted, []byte("not what the name says"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newBuildCache(goBuild{Go: "go"}, keepDir).code(CoordinatorPackage)
+	var be *BuildError
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), "a folder there with other contents has to be removed") {
+		t.Fatalf("err = %v, want a BuildError saying the folder has to be removed", err)
+	}
+	if b, _ := os.ReadFile(planted); string(b) != "not what the name says" {
+		t.Error("the folder was replaced")
 	}
 }
 

@@ -14,7 +14,9 @@
 // the app's go.mod selects (go mod tidy records it, see functions_deps.go),
 // by the go command on PATH run in the working directory (the app's module,
 // where the CDK CLI runs `go run .`), for linux/arm64 with the flags of `make
-// build`, so that the same source gives the same asset hash. One process builds once, whatever the number of consumers. The
+// build`, so that the same source gives the same asset hash. One process
+// builds once, whatever the number of consumers, and the bootstraps are kept
+// in the user's cache folder, one folder per distinct binary. The
 // state-machine definition is embedded: template/statemachine.asl.json, the
 // file the SAM template loads, copied here by go generate. CoordinatorCode,
 // ShardReaderCode and DefinitionFile replace them with code built elsewhere.
