@@ -191,15 +191,11 @@ func (c *buildCache) code(pkgs ...string) (map[string]string, error) {
 		return nil, &BuildError{Packages: missing, Dir: where, Err: err}
 	}
 	if c.keep == "" {
-		cache, err := os.UserCacheDir()
+		keep, err := defaultKeep()
 		if err != nil {
-			// No home: a folder of this process's own.
-			if c.keep, err = os.MkdirTemp("", "shardloop-lambda-"); err != nil {
-				return fail(err)
-			}
-		} else {
-			c.keep = filepath.Join(cache, "shardloop", "lambda")
+			return fail(err)
 		}
+		c.keep = keep
 	}
 	if err := os.MkdirAll(c.keep, 0o755); err != nil {
 		return fail(err)
@@ -226,6 +222,19 @@ func (c *buildCache) code(pkgs ...string) (map[string]string, error) {
 	}
 	prune(c.keep, time.Now().Add(-keptFor))
 	return dirs, nil
+}
+
+// defaultKeep is shardloop/lambda in the user's cache folder or, where there
+// is none to write to, a folder of this process's own in the temporary
+// folder.
+func defaultKeep() (string, error) {
+	if cache, err := os.UserCacheDir(); err == nil {
+		dir := filepath.Join(cache, "shardloop", "lambda")
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			return dir, nil
+		}
+	}
+	return os.MkdirTemp("", "shardloop-lambda-")
 }
 
 // keep moves dir, a folder holding a bootstrap, to
