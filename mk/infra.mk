@@ -7,6 +7,7 @@ INFRA_DIR    := $(INFRA_ROOT)/infra
 INFRA_TOOLS  := $(INFRA_DIR)/tools
 INFRA_STAMP  := $(INFRA_TOOLS)/node_modules/.installed
 INFRA_OUT    := $(INFRA_ROOT)/build/infra-test
+EXAMPLE_APP  := $(INFRA_ROOT)/examples/cdk-app
 CDK          := $(INFRA_TOOLS)/node_modules/.bin/cdk
 ASL          := $(INFRA_ROOT)/template/statemachine.asl.json
 SAM_TEMPLATE := $(INFRA_ROOT)/template/template.yaml
@@ -50,7 +51,7 @@ CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHAR
   $(call ctx,batchingWindow,$(BATCHING_WINDOW)) $(call ctx,deaggregate,$(DEAGGREGATE))
 CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)
 
-.PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda infra-build
+.PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda
 
 deps-infra: $(INFRA_STAMP) ## Install the infra npm tools (aws-cdk CLI, asl-validator) with npm ci
 
@@ -59,11 +60,17 @@ $(INFRA_STAMP): $(INFRA_TOOLS)/package-lock.json
 	cd $(INFRA_TOOLS) && npm ci --no-audit --no-fund
 	@touch $@
 
-test-infra: deps-infra ## Infra checks: gofmt, go vet, CDK assertion tests, asl-validator, cfn-lint on both templates
-	@out=$$(cd $(INFRA_DIR) && gofmt -l main.go shardloop); if [ -n "$$out" ]; then echo "gofmt would change (infra):"; echo "$$out"; exit 1; fi
+# The Go tests build the functions for linux/arm64, and infra/userapp
+# synthesizes examples/cdk-app as a user's app in a temporary folder (in
+# parallel with the construct's tests); it lints that template with cfn-lint
+# itself (CFN_LINT), or leaves it to the NOTICE below when cfn-lint is
+# missing (SHARDLOOP_CFN_LINT_OPTIONAL).
+test-infra: deps-infra ## Infra checks: gofmt, go vet, CDK assertion tests, the example app, asl-validator, cfn-lint on the templates
+	@out=$$(cd $(INFRA_DIR) && gofmt -l main.go shardloop internal userapp ../examples/cdk-app/main.go); if [ -n "$$out" ]; then echo "gofmt would change (infra):"; echo "$$out"; exit 1; fi
 	cd $(INFRA_DIR) && $(GO) vet ./...
+	cd $(EXAMPLE_APP) && $(GO) vet ./...
 	rm -rf $(INFRA_OUT)
-	cd $(INFRA_DIR) && SHARDLOOP_SYNTH_OUT=$(INFRA_OUT) $(GO) test -count=1 -timeout 10m ./...
+	cd $(INFRA_DIR) && SHARDLOOP_SYNTH_OUT=$(INFRA_OUT) CFN_LINT=$(CFN_LINT) SHARDLOOP_CFN_LINT_OPTIONAL=1 $(GO) test -count=1 -timeout 10m ./...
 	$(INFRA_TOOLS)/node_modules/.bin/asl-validator --json-path $(ASL)
 	@# W3005 (a DependsOn that a GetAtt already implies) is how CDK orders a
 	@# function after its role's policy; it is ignored for the CDK template only.
@@ -71,23 +78,21 @@ test-infra: deps-infra ## Infra checks: gofmt, go vet, CDK assertion tests, asl-
 	  echo "$(CFN_LINT) --ignore-checks W3005 -- build/infra-test/ShardloopTest.template.json" && \
 	  $(CFN_LINT) --ignore-checks W3005 -- $(INFRA_OUT)/ShardloopTest.template.json && \
 	  echo "$(CFN_LINT) -- template/template.yaml" && \
-	  $(CFN_LINT) -- $(SAM_TEMPLATE) && echo "cfn-lint: both templates clean"; \
+	  $(CFN_LINT) -- $(SAM_TEMPLATE) && echo "cfn-lint: the CDK, example app and SAM templates are clean"; \
 	else \
-	  echo "NOTICE: $(CFN_LINT) not found: skipping the CloudFormation lint of the synthesized and SAM templates (pip install cfn-lint)"; \
+	  echo "NOTICE: $(CFN_LINT) not found: skipping the CloudFormation lint of the synthesized, example app and SAM templates (pip install cfn-lint)"; \
 	fi
 
-# The bootstraps come from the root Makefile's build target.
-infra-build:
-	@$(MAKE) --no-print-directory -C $(INFRA_ROOT) -f Makefile build
-
-synth: infra-build deps-infra ## Synthesize the CDK app into infra/cdk.out (settings: STREAM, TARGET_ARN, ...)
+# The CDK app builds the functions from source when it is synthesized: no
+# make build first (docs/deploy.md).
+synth: deps-infra ## Synthesize the CDK app into infra/cdk.out (settings: STREAM, TARGET_ARN, ...)
 	$(CDK_RUN) synth --quiet -o cdk.out $(CDK_CONTEXT)
 	@echo "templates in infra/cdk.out: $$(cd $(INFRA_DIR)/cdk.out && ls *.template.json)"
 
-diff: infra-build deps-infra ## Show what deploy would change in the AWS account (needs credentials)
+diff: deps-infra ## Show what deploy would change in the AWS account (needs credentials)
 	$(CDK_RUN) diff -o cdk.out $(CDK_CONTEXT)
 
-deploy: infra-build deps-infra ## Deploy: make deploy STREAM=<name|arn> TARGET_ARN=<arn> [START_POSITION= BATCH_SIZE= MAX_RETRY_ATTEMPTS= ON_FAILURE_DESTINATION= ...]
+deploy: deps-infra ## Deploy: make deploy STREAM=<name|arn> TARGET_ARN=<arn> [START_POSITION= BATCH_SIZE= MAX_RETRY_ATTEMPTS= ON_FAILURE_DESTINATION= ...]
 	@test -n "$(STREAM)$(CREATE_SHARDS)" || { echo "set STREAM=<name or ARN> (or CREATE_SHARDS=N with STREAM=<new name>)"; exit 1; }
 	@test -n "$(TARGET_ARN)" || { echo "set TARGET_ARN=<target Lambda ARN or name>"; exit 1; }
 	$(CDK_RUN) deploy -o cdk.out --require-approval broadening $(CDK_CONTEXT)

@@ -3,6 +3,7 @@ package shardloop
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,12 +68,20 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
-	definition, err := os.ReadFile(p.DefinitionFile)
-	if err != nil {
-		return nil, &ConfigError{Prop: "DefinitionFile", Reason: err.Error()}
+	definition, source := embeddedDefinition, "the embedded definition"
+	if p.DefinitionFile != "" {
+		b, err := os.ReadFile(p.DefinitionFile)
+		if err != nil {
+			return nil, &ConfigError{Prop: "DefinitionFile", Reason: err.Error()}
+		}
+		definition, source = b, p.DefinitionFile
 	}
 	if !strings.Contains(string(definition), "${"+ShardReaderSubstitution+"}") {
-		return nil, &ConfigError{Prop: "DefinitionFile", Reason: fmt.Sprintf("%s has no ${%s} to substitute", p.DefinitionFile, ShardReaderSubstitution)}
+		return nil, &ConfigError{Prop: "DefinitionFile", Reason: fmt.Sprintf("%s has no ${%s} to substitute", source, ShardReaderSubstitution)}
+	}
+	coordinatorCode, readerCode, err := functionCode(&p)
+	if err != nil {
+		return nil, err
 	}
 
 	stack := awscdk.Stack_Of(scope)
@@ -143,7 +152,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
-		Code:         code(p.ShardReaderCode, p.ProjectRoot, ShardReaderAssetRel),
+		Code:         readerCode,
 		Role:         readerRole,
 		MemorySize:   jsii.Number(float64(p.ShardReaderMemoryMiB)),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number((p.RunLength + shardReaderMargin).Seconds())),
@@ -184,7 +193,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture:  awslambda.Architecture_ARM_64(),
 		Handler:       jsii.String("bootstrap"),
-		Code:          code(p.CoordinatorCode, p.ProjectRoot, CoordinatorAssetRel),
+		Code:          coordinatorCode,
 		Role:          coordinatorRole,
 		MemorySize:    jsii.Number(float64(p.CoordinatorMemoryMiB)),
 		Timeout:       awscdk.Duration_Seconds(jsii.Number((p.Window + coordinatorMargin).Seconds())),
@@ -380,9 +389,40 @@ func allow(role awsiam.Role, sid string, actions []string, resources ...*string)
 	}))
 }
 
-func code(given awslambda.Code, root, rel string) awslambda.Code {
-	if given != nil {
-		return given
+// functionCode is the code of the two functions: the props' own when given,
+// else the bootstraps under ProjectRoot when that is set, else a build from
+// source (once per process).
+func functionCode(p *ConsumerProps) (coordinator, reader awslambda.Code, err error) {
+	coordinator, reader = p.CoordinatorCode, p.ShardReaderCode
+	asset := func(dir string) awslambda.Code { return awslambda.Code_FromAsset(jsii.String(dir), nil) }
+	if p.ProjectRoot != "" {
+		if coordinator == nil {
+			coordinator = asset(filepath.Join(p.ProjectRoot, CoordinatorAssetRel))
+		}
+		if reader == nil {
+			reader = asset(filepath.Join(p.ProjectRoot, ShardReaderAssetRel))
+		}
+		return coordinator, reader, nil
 	}
-	return awslambda.Code_FromAsset(jsii.String(root+"/"+rel), nil)
+	var pkgs []string
+	if coordinator == nil {
+		pkgs = append(pkgs, CoordinatorPackage)
+	}
+	if reader == nil {
+		pkgs = append(pkgs, ShardReaderPackage)
+	}
+	if len(pkgs) == 0 {
+		return coordinator, reader, nil
+	}
+	dirs, err := functionBuilds.code(pkgs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if coordinator == nil {
+		coordinator = asset(dirs[CoordinatorPackage])
+	}
+	if reader == nil {
+		reader = asset(dirs[ShardReaderPackage])
+	}
+	return coordinator, reader, nil
 }

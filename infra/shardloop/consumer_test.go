@@ -412,7 +412,7 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 	}
 }
 
-func TestNewConsumer_WithoutBootstrapsSaysRunMakeBuild(t *testing.T) {
+func TestNewConsumer_ProjectRootWithoutBootstrapsSaysRunMakeBuild(t *testing.T) {
 	root := t.TempDir()
 	if err := os.MkdirAll(root+"/template", 0o755); err != nil {
 		t.Fatal(err)

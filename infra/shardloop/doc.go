@@ -5,15 +5,21 @@
 // NewConsumer creates, in the scope it is given: the DynamoDB lease table (or
 // uses an existing one), the coordinator Lambda run every minute by an
 // EventBridge rule, the shardreader Lambda, the Standard state machine "shard
-// loop" loaded from template/statemachine.asl.json (the same file the SAM
-// template loads), least-privilege IAM roles, log groups with a retention,
-// CloudWatch alarms and a dashboard.
+// loop", least-privilege IAM roles, log groups with a retention, CloudWatch
+// alarms and a dashboard.
 //
-// The Lambda code comes from the bootstraps that `make build` writes into
-// build/coordinator and build/shardreader; the state-machine definition from
-// template/statemachine.asl.json. Both are found from ConsumerProps.ProjectRoot
-// (by default the nearest parent of the working directory that holds
-// template/statemachine.asl.json), or given one by one.
+// It needs nothing but the app's Go module and a go command. The Lambda code
+// is built from source when the app is synthesized: CoordinatorPackage and
+// ShardReaderPackage, at the version of github.com/shardloop/shardloop that
+// the app's go.mod selects (go mod tidy records it, see functions_deps.go),
+// by the go command on PATH run in the working directory (the app's module,
+// where the CDK CLI runs `go run .`), for linux/arm64 with the flags of `make
+// build`, so that the same source gives the same asset hash. One process
+// builds once, whatever the number of consumers, and the bootstraps are kept
+// in the user's cache folder, one folder per distinct binary. The
+// state-machine definition is embedded: template/statemachine.asl.json, the
+// file the SAM template loads, copied here by go generate. CoordinatorCode,
+// ShardReaderCode and DefinitionFile replace them with code built elsewhere.
 //
 //	c, err := shardloop.NewConsumer(stack, "Orders", &shardloop.ConsumerProps{
 //		StreamName:     "orders",
@@ -22,5 +28,6 @@
 //	})
 //
 // Props are checked before anything is created; a bad prop, or a second
-// consumer of the same stream in one app, is an error that names the prop.
+// consumer of the same stream in one app, is an error that names the prop. A
+// build that fails is a *BuildError with the go command's output.
 package shardloop

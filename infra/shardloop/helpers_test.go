@@ -26,7 +26,8 @@ const (
 	testTarget  = "arn:aws:lambda:eu-west-1:123456789012:function:handle-orders"
 )
 
-// definitionFile is the repository's one ASL file.
+// definitionFile is the repository's one ASL file, the one the package
+// embeds.
 func definitionFile(t testing.TB) string {
 	t.Helper()
 	path, err := filepath.Abs(filepath.Join("..", "..", DefinitionFileRel))
@@ -50,12 +51,12 @@ func assetDir(t testing.TB, name string) string {
 	return dir
 }
 
-// baseProps are valid props that need no build/ folder.
+// baseProps are valid props with stand-in code, so that they need no go
+// build, and the embedded definition.
 func baseProps(t testing.TB) ConsumerProps {
 	return ConsumerProps{
 		StreamName:      "orders",
 		TargetFunction:  testTarget,
-		DefinitionFile:  definitionFile(t),
 		CoordinatorCode: awslambda.Code_FromAsset(jsii.String(assetDir(t, "coordinator")), nil),
 		ShardReaderCode: awslambda.Code_FromAsset(jsii.String(assetDir(t, "shardreader")), nil),
 	}

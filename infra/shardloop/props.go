@@ -166,16 +166,31 @@ type ConsumerProps struct {
 	// reported and skipped.
 	Deaggregate bool
 
-	// ProjectRoot is the shardloop checkout that holds build/ and template/.
-	// Default: the nearest parent of the working directory that holds
-	// template/statemachine.asl.json.
-	ProjectRoot string
-	// CoordinatorCode and ShardReaderCode replace the bootstraps in
-	// build/coordinator and build/shardreader when set.
+	// The Lambda code and the state machine. By default NewConsumer builds
+	// both functions from source at synth with the go command on PATH
+	// (CoordinatorPackage and ShardReaderPackage, at the version of
+	// github.com/shardloop/shardloop the app's go.mod selects, for
+	// linux/arm64, reproducibly), and the definition is the one embedded in
+	// this package, template/statemachine.asl.json.
+
+	// CoordinatorCode and ShardReaderCode replace the build from source with
+	// code built elsewhere (in CI, say): a folder or zip holding an arm64
+	// executable named bootstrap, e.g. awslambda.Code_FromAsset.
 	CoordinatorCode awslambda.Code
 	ShardReaderCode awslambda.Code
-	// DefinitionFile replaces ProjectRoot/template/statemachine.asl.json.
+	// DefinitionFile replaces the embedded state-machine definition with an
+	// ASL file that has a ${ShardReaderArn} to substitute.
 	DefinitionFile string
+	// ProjectRoot, when set, is a shardloop checkout: the code the props
+	// above do not give comes from its build/coordinator and
+	// build/shardreader (make build), and the definition from its
+	// template/statemachine.asl.json, instead of the build from source and
+	// the embedded definition.
+	//
+	// Deprecated: NewConsumer needs no checkout; leave ProjectRoot empty, and
+	// give prebuilt code with CoordinatorCode, ShardReaderCode and
+	// DefinitionFile.
+	ProjectRoot string
 }
 
 // ConfigError reports a prop whose value cannot be deployed.
@@ -245,7 +260,8 @@ func (p ConsumerProps) withDefaults() ConsumerProps {
 }
 
 // validate checks props that withDefaults has filled. It looks at files
-// (bootstraps, the definition) only where no replacement is given.
+// only where they are given: DefinitionFile, and the bootstraps under a
+// ProjectRoot.
 func (p *ConsumerProps) validate() error {
 	var errs []error
 	bad := func(prop, format string, args ...any) {
@@ -367,13 +383,6 @@ func (p *ConsumerProps) validate() error {
 		bad("LeaseTable", "an existing table keeps its own point-in-time recovery and removal policy")
 	}
 
-	if p.needsProjectRoot() && p.ProjectRoot == "" {
-		root, err := findProjectRoot()
-		if err != nil {
-			bad("ProjectRoot", "%v", err)
-		}
-		p.ProjectRoot = root
-	}
 	if p.ProjectRoot != "" {
 		if p.DefinitionFile == "" {
 			p.DefinitionFile = filepath.Join(p.ProjectRoot, DefinitionFileRel)
@@ -397,33 +406,13 @@ func (p *ConsumerProps) validate() error {
 	return errors.Join(errs...)
 }
 
-func (p *ConsumerProps) needsProjectRoot() bool {
-	return p.DefinitionFile == "" || p.CoordinatorCode == nil || p.ShardReaderCode == nil
-}
-
-// checkBootstrap reports a missing Lambda bootstrap with the way to make it.
+// checkBootstrap reports a missing Lambda bootstrap under ProjectRoot with
+// the way to make it.
 func checkBootstrap(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
-		return fmt.Errorf("%s/bootstrap is missing: run make build first", dir)
+		return fmt.Errorf("%s/bootstrap is missing: run make build first, or leave ProjectRoot empty to build from source", dir)
 	}
 	return nil
-}
-
-// findProjectRoot walks up from the working directory to the folder that
-// holds template/statemachine.asl.json.
-func findProjectRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, DefinitionFileRel)); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no %s in %s or its parents: set ProjectRoot, or DefinitionFile and the Code props", DefinitionFileRel, wd)
-		}
-	}
 }
 
 func isToken(s string) bool { return *awscdk.Token_IsUnresolved(s) }
