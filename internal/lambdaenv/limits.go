@@ -53,7 +53,7 @@ type DurationLimit struct {
 func (l DurationLimit) Want() string {
 	w := fmt.Sprintf("a Go duration from %s to %s", l.Min, l.Max)
 	if l.Why != "" {
-		w += " (" + l.Why + ")"
+		w += "; " + l.Why
 	}
 	return w
 }
@@ -76,7 +76,7 @@ type IntLimit struct {
 func (l IntLimit) Want() string {
 	w := fmt.Sprintf("an integer from %d to %d", l.Min, l.Max)
 	if l.Why != "" {
-		w += " (" + l.Why + ")"
+		w += "; " + l.Why
 	}
 	return w
 }
@@ -92,7 +92,7 @@ func (l IntLimit) Check(n int) error {
 // The limits of each setting.
 var (
 	PollIntervalLimit   = DurationLimit{Min: MinPollInterval, Max: MaxPollInterval, Why: "a shard allows 5 GetRecords calls a second, shared by every consumer"}
-	RunLengthLimit      = DurationLimit{Min: MinRunLength, Max: MaxRunLength, Why: "one reader run is one Lambda invocation"}
+	RunLengthLimit      = DurationLimit{Min: MinRunLength, Max: MaxRunLength, Why: "under Lambda's 15-minute cap"}
 	WindowLimit         = DurationLimit{Min: MinWindow, Max: MaxWindow}
 	BatchingWindowLimit = DurationLimit{Min: 0, Max: reader.MaxBatchingWindow}
 	RecordAgeLimit      = DurationLimit{Min: MinRecordAge, Max: MaxRecordAge}
