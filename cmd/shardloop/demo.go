@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,10 +15,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/internal/emulators"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
@@ -42,12 +41,12 @@ var defaultTimeline = demoTimeline{
 }
 
 func demoCmd(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlags("demo", "shardloop demo [--keys N] [--rate N] [-v]")
 	keys := fs.Int("keys", 16, "partition keys the producer writes")
 	rate := fs.Int("rate", 40, "records produced per second")
 	verbose := fs.Bool("v", false, "show the runner's logs")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	level := slog.LevelError
 	if *verbose {
@@ -102,8 +101,8 @@ func (d *demo) run(parent context.Context) error {
 		return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
 			Credentials: credentials.NewStaticCredentialsProvider("demo", "demo", "")}
 	}
-	d.kc = kinesis.NewFromConfig(cfg(kin.Endpoint))
-	dc := dynamodb.NewFromConfig(cfg(ddb.Endpoint))
+	d.kc = awsconf.NewKinesis(cfg(kin.Endpoint))
+	dc := awsconf.NewDynamoDB(cfg(ddb.Endpoint))
 	d.stream = "shardloop-demo"
 	if _, err := shards.CreateIfMissing(parent, d.kc, d.stream, 2); err != nil {
 		return err

@@ -1,18 +1,26 @@
 // Command shardloop runs shardloop locally and inspects a lease table.
 //
-//	shardloop run    --stream S [--table T] [--target F | --print] ...
+//	shardloop run    --stream S [--table T] [--target F] [--start P] ...
 //	shardloop status --stream S --table T
-//	shardloop reset  --stream S --shard X --to <horizon|latest|timestamp:<ms>|sequence:<seq>> [--table T] [--force]
+//	shardloop reset  --stream S --shard X --to <horizon|latest|timestamp:<ms or RFC 3339>|sequence:<seq>> [--table T] [--force]
 //	shardloop demo
 //
 // Every AWS client honours AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>, so
-// the same commands run against LocalStack, the local emulators or AWS.
+// the same commands run against LocalStack, the local emulators or AWS. Every
+// AWS call is bounded (internal/awsconf): a silent endpoint is an error
+// naming it, not a hang.
+//
+// Exit status: 0 on success, 1 on an error, 2 on bad command-line input (an
+// unknown flag, a word a command does not take, a value out of range); the
+// command's usage follows the message.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,7 +30,7 @@ const usage = `usage: shardloop <command> [flags]
 
 commands:
   run     run the coordinator and shard loops in this process
-  status  print a stream's lease table, with each shard's lag
+  status  print a stream's shards and lease rows: owner, checkpoint, lag, what each waits for
   reset   move where a shard's next reader opens (horizon, latest, a time or a record)
   demo    the whole system on local emulators, with a split, a merge and a takeover
 
@@ -30,41 +38,117 @@ Run "shardloop <command> -h" for a command's flags.
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
-	case "run":
-		err = runCmd(ctx, args)
-	case "status":
-		err = statusCmd(ctx, args, os.Stdout)
-	case "reset":
-		err = resetCmd(ctx, args, os.Stdout)
-	case "demo":
-		err = demoCmd(ctx, args, os.Stdout)
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "shardloop: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// cli runs one command and returns the exit status.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
 	}
-	if err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(os.Stderr, "shardloop %s: %v\n", os.Args[1], err)
-			os.Exit(2)
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "run":
+		err = runCmd(ctx, rest, stdout, stderr)
+	case "status":
+		err = statusCmd(ctx, rest, stdout)
+	case "reset":
+		err = resetCmd(ctx, rest, stdout)
+	case "demo":
+		err = demoCmd(ctx, rest, stdout)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "shardloop: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	var help helpRequested
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		help.fs.printUsage(stdout)
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "shardloop %s: %v\n", args[0], err)
+		if ue.fs != nil {
+			fmt.Fprintln(stderr)
+			ue.fs.printUsage(stderr)
 		}
-		fmt.Fprintf(os.Stderr, "shardloop %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "shardloop %s: %v\n", args[0], err)
+		return 1
 	}
 }
 
-// usageError is bad command-line input.
-type usageError struct{ msg string }
+// usageError is bad command-line input: exit status 2, then the usage of
+// the command's flags.
+type usageError struct {
+	msg string
+	fs  *flags
+}
 
 func (e usageError) Error() string { return e.msg }
+
+// helpRequested is -h or --help: the usage on stdout, exit status 0.
+type helpRequested struct{ fs *flags }
+
+func (helpRequested) Error() string { return "help requested" }
+
+// flags is a command's flag set and its synopsis.
+type flags struct {
+	*flag.FlagSet
+	synopsis string
+}
+
+// newFlags returns a command's flags; synopsis is what follows "usage: ".
+func newFlags(name, synopsis string) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // cli prints the error and the usage, once
+	fs.Usage = func() {}
+	return &flags{FlagSet: fs, synopsis: synopsis}
+}
+
+func (f *flags) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s\n\nflags:\n", f.synopsis)
+	f.SetOutput(w)
+	f.PrintDefaults()
+	f.SetOutput(io.Discard)
+}
+
+// parse parses args and refuses what the command does not take: an unknown
+// flag, and any word that is not a flag. Go's flag package stops at the
+// first word that is not a flag, so without this `run --stream s oops
+// --target f` would run without its target.
+func (f *flags) parse(args []string) error {
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return helpRequested{f}
+		}
+		return usageError{msg: err.Error(), fs: f}
+	}
+	if f.NArg() > 0 {
+		return usageError{msg: fmt.Sprintf("unexpected argument %q: %s takes flags only, and every flag after it would be ignored", f.Arg(0), f.Name()), fs: f}
+	}
+	return nil
+}
+
+// withUsage gives a usage error of the command its flags.
+func (f *flags) withUsage(err error) error {
+	var ue usageError
+	if errors.As(err, &ue) && ue.fs == nil {
+		ue.fs = f
+		return ue
+	}
+	return err
+}
+
+// bad is a usage error.
+func bad(format string, a ...any) error { return usageError{msg: fmt.Sprintf(format, a...)} }

@@ -3,17 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
 	"github.com/shardloop/shardloop/pkg/shards"
@@ -25,42 +21,47 @@ const envTable = "SHARDLOOP_LEASE_TABLE"
 const resetToForms = `horizon, latest, timestamp:<unix ms or RFC 3339>, or sequence:<sequence number>`
 
 func resetCmd(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+	fs := newFlags("reset", "shardloop reset --stream S --shard X --to P [--table T] [--force]")
 	stream := fs.String("stream", "", "stream name or ARN (required)")
 	shard := fs.String("shard", "", "shard id, e.g. shardId-000000000001 (required)")
 	to := fs.String("to", "", "where the shard's next reader opens (required): "+resetToForms)
 	table := fs.String("table", os.Getenv(envTable), "DynamoDB lease table (default $"+envTable+")")
 	force := fs.Bool("force", false, "reset even while a live owner holds the lease: the holder stops at its next renewal and writes no more checkpoints")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	switch {
 	case *stream == "":
-		return usageError{"--stream is required"}
+		return fs.withUsage(bad("--stream is required"))
 	case *shard == "":
-		return usageError{"--shard is required"}
+		return fs.withUsage(bad("--shard is required"))
 	case *to == "":
-		return usageError{"--to is required: " + resetToForms}
+		return fs.withUsage(bad("--to is required: %s", resetToForms))
 	case *table == "":
-		return usageError{"--table is required (or set $" + envTable + ")"}
+		return fs.withUsage(bad("--table is required (or set $%s)", envTable))
 	}
 	name, err := shards.StreamName(*stream)
 	if err != nil {
-		return usageError{"--stream: " + err.Error()}
+		return fs.withUsage(bad("--stream %q: want a stream name or a Kinesis stream ARN", *stream))
 	}
 	pos, err := resetPosition(*to, *shard, time.Now())
 	if err != nil {
-		return err
+		return fs.withUsage(err)
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconf.Load(ctx)
 	if err != nil {
 		return err
 	}
-	store, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), *table)
+	ddb := awsconf.NewDynamoDB(cfg)
+	store, err := lease.NewDynamoStore(ddb, *table)
 	if err != nil {
 		return err
 	}
-	return resetShard(ctx, w, store, name, *shard, pos, *force, *table)
+	err = resetShard(ctx, w, store, name, *shard, pos, *force, *table)
+	if tableMissing(err) {
+		return fmt.Errorf("--table %s: no such table at %s (region %s): check the name, the region and the account", *table, dynamoEndpoint(ctx, ddb), cfg.Region)
+	}
+	return err
 }
 
 // resetPosition turns --to into the position recorded on the row, in the
@@ -70,7 +71,7 @@ func resetCmd(ctx context.Context, args []string, w io.Writer) error {
 // arrived in between would be skipped. A sequence names a record of this
 // shard.
 func resetPosition(to, shardID string, now time.Time) (string, error) {
-	bad := func(why string) error { return usageError{fmt.Sprintf("--to %q: %s", to, why)} }
+	refuse := func(why string) error { return bad("--to %q: %s", to, why) }
 	kind, rest, _ := strings.Cut(to, ":")
 	var pos string
 	switch kind {
@@ -78,31 +79,29 @@ func resetPosition(to, shardID string, now time.Time) (string, error) {
 		pos = to
 	case "latest":
 		if rest != "" {
-			return "", bad("want " + resetToForms)
+			return "", refuse("want " + resetToForms)
 		}
 		pos = fmt.Sprintf("timestamp:%d", now.UnixMilli())
 	case "timestamp":
-		if ms, err := strconv.ParseInt(rest, 10, 64); err == nil {
-			pos = fmt.Sprintf("timestamp:%d", ms)
-		} else if t, err := time.Parse(time.RFC3339Nano, rest); err == nil {
-			pos = fmt.Sprintf("timestamp:%d", t.UnixMilli())
-		} else {
-			return "", bad("want timestamp:<unix milliseconds> or timestamp:<RFC 3339 time>")
+		p, err := reader.ParseUserPosition(to)
+		if err != nil {
+			return "", refuse("want timestamp:<unix milliseconds> or timestamp:<RFC 3339 time>")
 		}
+		pos = p.String()
 	case "sequence":
 		seq := rest
 		if s, q, ok := strings.Cut(rest, ":"); ok { // sequence:<shard>:<seq>
 			if s != shardID {
-				return "", bad(fmt.Sprintf("names a record of %s, not of --shard %s", s, shardID))
+				return "", refuse(fmt.Sprintf("names a record of %s, not of --shard %s", s, shardID))
 			}
 			seq = q
 		}
 		pos = "sequence:" + shardID + ":" + seq
 	default:
-		return "", bad("want " + resetToForms)
+		return "", refuse("want " + resetToForms)
 	}
 	if _, err := reader.ParsePosition(pos); err != nil {
-		return "", bad(err.Error())
+		return "", refuse(err.Error())
 	}
 	return pos, nil
 }

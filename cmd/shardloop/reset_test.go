@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/shardloop/shardloop/internal/emulators"
 	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
@@ -158,13 +156,8 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 		want[i] = fmt.Sprintf("r%02d", i)
 	}
 
-	// The CLI reaches dynalite through the SDK's endpoint variables.
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", testaws.Endpoint(t, emulators.DynamoDB))
-	t.Setenv("AWS_REGION", testaws.Region)
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	// The CLI reaches the emulators through the SDK's endpoint variables.
+	emulatorEnv(t)
 	t.Setenv(envTable, table)
 	const shard = "shardId-000000000000"
 

@@ -3,19 +3,15 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/internal/handlers"
 	"github.com/shardloop/shardloop/internal/lambdaenv"
 	"github.com/shardloop/shardloop/pkg/coordinator"
@@ -23,78 +19,144 @@ import (
 	"github.com/shardloop/shardloop/pkg/metrics"
 	"github.com/shardloop/shardloop/pkg/reader"
 	"github.com/shardloop/shardloop/pkg/runner"
+	"github.com/shardloop/shardloop/pkg/shards"
 )
 
-func runCmd(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	stream := fs.String("stream", "", "stream name or ARN (required)")
-	table := fs.String("table", "", "DynamoDB lease table (created if missing); empty keeps leases in memory")
-	target := fs.String("target", "", "target Lambda function name or ARN; empty prints each record")
-	start := fs.String("start", "", "start position, applied once over the checkpoints: latest, horizon, timestamp:<unix ms>, sequence:<shard>:<seq>; empty: resume from the checkpoints (a shard without one opens at the tip)")
-	create := fs.Int("create-shards", 0, "create the stream with this many shards if it is missing (0: never)")
-	batch := fs.Int("batch-size", 100, "records per GetRecords and per target invocation (1-10000)")
-	poll := fs.Duration("poll-interval", reader.DefaultPollInterval, "wait after an empty read")
-	runLen := fs.Duration("run-length", reader.DefaultRunLength, "length of one reader run (one Lambda invocation in AWS)")
-	policy := addPolicyFlags(fs)
-	emf := fs.Bool("metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
-	verbose := fs.Bool("v", false, "debug logs")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+// runSynopsis is run's usage line.
+const runSynopsis = "shardloop run --stream S [--table T] [--target F] [--start P] [flags]"
+
+// runFlags are run's flags, checked.
+type runFlags struct {
+	stream, table, target, start string
+	create                       int
+	batch                        int
+	poll, runLength              time.Duration
+	targetTimeout                time.Duration
+	invokeIdentity               string
+	emf, verbose                 bool
+	policy                       *policyFlags
+}
+
+func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
+	fs := newFlags("run", runSynopsis)
+	f := &runFlags{}
+	fs.StringVar(&f.stream, "stream", "", "stream name or ARN (required)")
+	fs.StringVar(&f.table, "table", "", "DynamoDB lease table (created if missing); empty keeps leases in memory")
+	fs.StringVar(&f.target, "target", "", "target Lambda function name or ARN; empty prints each record")
+	fs.StringVar(&f.start, "start", "", "start position: "+lambdaenv.StartForms+"; empty: none, checkpoints decide and a shard without one opens at the tip")
+	fs.IntVar(&f.create, "create-shards", 0, "create the stream with this many shards if it is missing ("+lambdaenv.CreateShardsLimit.Want()+")")
+	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
+	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
+	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
+	fs.DurationVar(&f.targetTimeout, "target-timeout", lambdaenv.MaxTargetTimeout, "the target function's own timeout: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer")
+	fs.StringVar(&f.invokeIdentity, "invoke-identity-arn", "", "the records' invokeIdentityArn (an IAM role ARN); empty: the caller's identity from STS")
+	f.policy = addPolicyFlags(fs)
+	fs.BoolVar(&f.emf, "metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
+	fs.BoolVar(&f.verbose, "v", false, "debug logs")
+	if err := fs.parse(args); err != nil {
+		return nil, reader.Options{}, err
 	}
-	if *stream == "" {
-		return usageError{"--stream is required"}
+	ro, err := f.check()
+	return f, ro, fs.withUsage(err)
+}
+
+// check checks the flags with the limits and checks the functions use, and
+// returns the reader's failure policy.
+func (f *runFlags) check() (reader.Options, error) {
+	if f.stream == "" {
+		return reader.Options{}, bad("--stream is required")
 	}
-	if *batch < 1 || *batch > reader.MaxBatchSize {
-		return usageError{fmt.Sprintf("--batch-size %d: want 1 to %d", *batch, reader.MaxBatchSize)}
+	if _, err := shards.StreamName(f.stream); err != nil {
+		return reader.Options{}, bad("--stream %q: want a stream name or a Kinesis stream ARN", f.stream)
 	}
-	ro, err := policy.options(*runLen)
+	start, err := lambdaenv.ParseStart(f.start)
+	if err != nil {
+		return reader.Options{}, bad("--start %q: %v", f.start, err)
+	}
+	f.start = start
+	for _, c := range []struct {
+		flag  string
+		value string
+		err   error
+	}{
+		{"--create-shards", strconv.Itoa(f.create), lambdaenv.CreateShardsLimit.Check(f.create)},
+		{"--batch-size", strconv.Itoa(f.batch), lambdaenv.BatchSizeLimit.Check(f.batch)},
+		{"--poll-interval", f.poll.String(), lambdaenv.PollIntervalLimit.Check(f.poll)},
+		{"--run-length", f.runLength.String(), lambdaenv.RunLengthLimit.Check(f.runLength)},
+		{"--target-timeout", f.targetTimeout.String(), lambdaenv.TargetTimeoutLimit.Check(f.targetTimeout)},
+	} {
+		if c.err != nil {
+			return reader.Options{}, bad("%s %s: %v", c.flag, c.value, c.err)
+		}
+	}
+	if f.invokeIdentity != "" {
+		if err := lambdaenv.CheckInvokeIdentityARN(f.invokeIdentity); err != nil {
+			return reader.Options{}, bad("--invoke-identity-arn %q: %v", f.invokeIdentity, err)
+		}
+	}
+	return f.policy.options(f.runLength)
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, ro, err := parseRunFlags(args)
 	if err != nil {
 		return err
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if f.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconf.Load(ctx)
+	if err != nil {
+		return err
+	}
+	kc := awsconf.NewKinesis(cfg)
+	streamARN, err := resolveStream(ctx, kc, f.stream, f.create, log)
 	if err != nil {
 		return err
 	}
 	var emfOut io.Writer = io.Discard
-	if *emf {
-		emfOut = os.Stderr
+	if f.emf {
+		emfOut = stderr
 	}
 	rec, err := metrics.New(emfOut, func(o *metrics.Options) { o.Logger = log })
 	if err != nil {
 		return err
 	}
 	defer rec.Flush()
-	store, err := openStore(ctx, cfg, *table)
+	store, err := openStore(ctx, cfg, f.table)
 	if err != nil {
 		return err
 	}
 	store = lease.WithLag(store, rec.Lag) // shardloop status shows it
-	if ro.OnFailure, err = handlers.OnFailureDestination(policy.destination, cfg); err != nil {
+	if ro.OnFailure, err = handlers.OnFailureDestination(f.policy.destination, cfg); err != nil {
 		return err
 	}
-	var tgt reader.Target = printTarget()
-	if *target != "" {
-		if tgt, err = reader.NewLambdaTarget(lambda.NewFromConfig(cfg), *target, func(o *reader.LambdaOptions) { o.Region = cfg.Region }); err != nil {
+	var tgt reader.Target = printTarget(stdout)
+	if f.target != "" {
+		identity := f.invokeIdentity
+		if identity == "" {
+			identity = callerInvokeIdentity(ctx, awsconf.NewSTS(cfg), log)
+		}
+		if tgt, err = reader.NewLambdaTarget(awsconf.NewTargetLambda(cfg, f.targetTimeout), f.target, func(o *reader.LambdaOptions) {
+			o.Region, o.InvokeIdentityARN = cfg.Region, identity
+		}); err != nil {
 			return err
 		}
 	}
 	r, err := runner.New(runner.Options{
-		Subscriptions: []coordinator.Subscription{{Stream: *stream, Start: *start, CreateShards: *create}},
+		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create}},
 		Store:         store,
-		Kinesis:       kinesis.NewFromConfig(cfg),
-		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(*batch), PollInterval: *poll, RunLength: *runLen, Hooks: rec, Logger: log}, ro),
+		Kinesis:       kc,
+		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: rec, Logger: log}, ro),
 		Logger:        log,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("shardloop running; Ctrl-C stops", "stream", *stream, "table", orMemory(*table))
+	log.Info("shardloop running; Ctrl-C stops", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table))
 	return r.Run(ctx)
 }
 
@@ -109,13 +171,13 @@ type policyFlags struct {
 	deaggregate bool
 }
 
-func addPolicyFlags(fs *flag.FlagSet) *policyFlags {
+func addPolicyFlags(fs *flags) *policyFlags {
 	p := &policyFlags{}
-	fs.IntVar(&p.retries, "max-retry-attempts", -1, "give a failing batch up after this many retries (0-10000); -1 retries until the records expire")
-	fs.StringVar(&p.age, "max-record-age", "-1", "give records older than this up (60s-168h); -1 is no limit")
+	fs.IntVar(&p.retries, "max-retry-attempts", -1, "give a failing batch up after this many retries ("+lambdaenv.RetryAttemptsLimit.Want()+")")
+	fs.StringVar(&p.age, "max-record-age", "-1", "give records older than this up (-1 for no limit, or "+lambdaenv.RecordAgeLimit.Want()+")")
 	fs.BoolVar(&p.bisect, "bisect-on-error", false, "split a failing batch in halves, down to single records, to isolate bad records")
 	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue or SNS topic ARN that gets a record of each batch given up; empty: logged only")
-	fs.DurationVar(&p.window, "batching-window", 0, "keep reading up to this long (0-300s, under --run-length) to fill a batch")
+	fs.DurationVar(&p.window, "batching-window", 0, "keep reading up to this long to fill a batch ("+lambdaenv.BatchingWindowLimit.Want()+", under --run-length)")
 	fs.BoolVar(&p.deaggregate, "deaggregate", false, "decode KPL-aggregated records into their user records")
 	return p
 }
@@ -124,23 +186,26 @@ func addPolicyFlags(fs *flag.FlagSet) *policyFlags {
 // the destination, which needs the SDK config).
 func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 	var o reader.Options
-	if p.retries < -1 || p.retries > reader.MaxRetryAttemptsLimit {
-		return o, usageError{fmt.Sprintf("--max-retry-attempts %d: want -1 (no limit) or 0 to %d", p.retries, reader.MaxRetryAttemptsLimit)}
+	if err := lambdaenv.RetryAttemptsLimit.Check(p.retries); err != nil {
+		return o, bad("--max-retry-attempts %d: %v", p.retries, err)
 	}
 	o.MaxRetryAttempts = reader.RetryAttempts(p.retries)
 	if p.age != "-1" && p.age != "" {
 		d, err := time.ParseDuration(p.age)
-		if err != nil || d < lambdaenv.MinRecordAge || d > lambdaenv.MaxRecordAge {
-			return o, usageError{fmt.Sprintf("--max-record-age %s: want -1 (no limit) or a duration from %s to %s", p.age, lambdaenv.MinRecordAge, lambdaenv.MaxRecordAge)}
+		if err == nil {
+			err = lambdaenv.RecordAgeLimit.Check(d)
+		}
+		if err != nil {
+			return o, bad("--max-record-age %s: want -1 (no limit) or %s", p.age, lambdaenv.RecordAgeLimit.Want())
 		}
 		o.MaxRecordAge = d
 	}
-	if p.window < 0 || p.window > reader.MaxBatchingWindow || (p.window > 0 && p.window >= runLength) {
-		return o, usageError{fmt.Sprintf("--batching-window %s: want 0 to %s, shorter than --run-length (%s)", p.window, reader.MaxBatchingWindow, runLength)}
+	if err := lambdaenv.BatchingWindowLimit.Check(p.window); err != nil || (p.window > 0 && p.window >= runLength) {
+		return o, bad("--batching-window %s: want %s, shorter than --run-length (%s)", p.window, lambdaenv.BatchingWindowLimit.Want(), runLength)
 	}
 	if p.destination != "" {
 		if _, err := reader.ParseDestinationARN(p.destination); err != nil {
-			return o, usageError{fmt.Sprintf("--on-failure-destination %s: want an SQS queue or SNS topic ARN", p.destination)}
+			return o, bad("--on-failure-destination %s: want an SQS queue or SNS topic ARN", p.destination)
 		}
 	}
 	o.BisectOnError, o.BatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate
@@ -165,18 +230,18 @@ func openStore(ctx context.Context, cfg aws.Config, table string) (lease.Store, 
 	if table == "" {
 		return lease.NewMemoryStore()
 	}
-	ddb := dynamodb.NewFromConfig(cfg)
+	ddb := awsconf.NewDynamoDB(cfg)
 	if err := lease.CreateTable(ctx, ddb, table); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--table %s at %s: %w", table, dynamoEndpoint(ctx, ddb), err)
 	}
 	return lease.NewDynamoStore(ddb, table)
 }
 
-// printTarget prints each record and settles the batch.
-func printTarget() reader.Target {
+// printTarget prints each record to w and settles the batch.
+func printTarget(w io.Writer) reader.Target {
 	return reader.FuncTarget(func(_ context.Context, b reader.Batch) (int, error) {
 		for _, r := range b.Records {
-			fmt.Printf("%s %s %s key=%s data=%s\n", time.Now().Format(time.TimeOnly), b.ShardID, aws.ToString(r.SequenceNumber),
+			fmt.Fprintf(w, "%s %s %s key=%s data=%s\n", time.Now().Format(time.TimeOnly), b.ShardID, aws.ToString(r.SequenceNumber),
 				aws.ToString(r.PartitionKey), printable(r.Data))
 		}
 		return len(b.Records), nil

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +9,7 @@ import (
 
 func parsePolicy(t *testing.T, args ...string) (*policyFlags, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("run", runSynopsis)
 	p := addPolicyFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)

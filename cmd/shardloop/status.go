@@ -2,58 +2,187 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardloop/shardloop/internal/awsconf"
+	"github.com/shardloop/shardloop/internal/handlers"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/shards"
 )
 
 func statusCmd(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs := newFlags("status", "shardloop status --stream S --table T")
 	stream := fs.String("stream", "", "stream name or ARN (required)")
 	table := fs.String("table", os.Getenv(envTable), "DynamoDB lease table (default $"+envTable+")")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if *stream == "" || *table == "" {
-		return usageError{"--stream and --table (or $" + envTable + ") are required"}
+		return fs.withUsage(bad("--stream and --table (or $%s) are required", envTable))
 	}
 	name, err := shards.StreamName(*stream)
 	if err != nil {
-		return usageError{err.Error()}
+		return fs.withUsage(bad("--stream %q: want a stream name or a Kinesis stream ARN", *stream))
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconf.Load(ctx)
 	if err != nil {
 		return err
 	}
-	store, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), *table)
+	kc, ddb := awsconf.NewKinesis(cfg), awsconf.NewDynamoDB(cfg)
+	listing, err := shards.List(ctx, kc, *stream)
+	switch {
+	case handlers.StreamMissing(err):
+		return streamNotFound(ctx, kc, *stream, ": check the name, the region and the account")
+	case err != nil:
+		return fmt.Errorf("--stream %s: %w", *stream, err)
+	}
+	store, err := lease.NewDynamoStore(ddb, *table)
 	if err != nil {
 		return err
 	}
 	rows, err := store.List(ctx, name)
-	if err != nil {
-		return err
+	switch {
+	case tableMissing(err):
+		return fmt.Errorf("--table %s: no such table at %s (region %s): check the name, the region and the account", *table, dynamoEndpoint(ctx, ddb), cfg.Region)
+	case err != nil:
+		return fmt.Errorf("--table %s: %w", *table, err)
 	}
-	printStatus(w, rows, time.Now())
+	now := time.Now()
+	views := statusViews(listing, rows, now)
+	probeAll(ctx, kc, *stream, views)
+	printStatus(w, views, now)
 	return nil
 }
 
-// printStatus writes the lease rows as a table: shard, parents, owner,
-// expiry (or how long ago it expired), checkpoint, lag, and a start not yet
-// applied (a subscription start or a reset the next reader opens at).
-func printStatus(w io.Writer, rows []lease.Lease, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tPARENTS\tOWNER\tEXPIRY\tCHECKPOINT\tLAG\tOPENS AT")
+// shardView is what status knows of one shard: its listing (unless retention
+// trimmed it), its lease row (unless it has none yet), why the coordinator
+// does not take it, and what the probe found after its checkpoint.
+type shardView struct {
+	ID      string
+	Shard   shards.Shard
+	Listed  bool
+	Row     lease.Lease
+	HasRow  bool
+	Parents []string
+	// Reason is why the shard is not leasable now; nil when it is.
+	Reason *shards.Reason
+	// Rows of the stream by shard id, for what a child waits for.
+	Rows map[string]lease.Lease
+	// Probe is nil when the shard was not probed.
+	Probe *probe
+}
+
+// statusViews joins the listing with the lease rows: every listed shard in
+// the listing's order, then the rows of shards no longer listed.
+func statusViews(listing []shards.Shard, rows []lease.Lease, now time.Time) []shardView {
+	byID := make(map[string]lease.Lease, len(rows))
 	for _, r := range rows {
+		byID[r.ShardID] = r
+	}
+	d := shards.Decide(shards.Input{Shards: listing, Leases: byID, Verdicts: displayVerdicts(byID, now)})
+	listed := make(map[string]bool, len(listing))
+	var views []shardView
+	for _, s := range listing {
+		if listed[s.ID] {
+			continue
+		}
+		listed[s.ID] = true
+		row, has := byID[s.ID]
+		v := shardView{ID: s.ID, Shard: s, Listed: true, Row: row, HasRow: has, Parents: s.Parents(), Rows: byID}
+		if why, ok := d.NotLeasable[s.ID]; ok {
+			v.Reason = &why
+		}
+		views = append(views, v)
+	}
+	for _, r := range rows {
+		if !listed[r.ShardID] {
+			views = append(views, shardView{ID: r.ShardID, Row: r, HasRow: true, Parents: r.ParentShardIDs, Rows: byID})
+		}
+	}
+	return views
+}
+
+// probe is what one GetRecords right after a shard's checkpoint found.
+type probe struct {
+	// CaughtUp: nothing after the checkpoint (or the shard's end).
+	CaughtUp bool
+	// Oldest is when the first record after the checkpoint arrived, zero
+	// when that read returned none (Behind then says how far the tip is).
+	Oldest time.Time
+	Behind time.Duration
+	Err    error
+}
+
+// probeConcurrency bounds the probes in flight: each is two small calls.
+const probeConcurrency = 4
+
+// probeAll probes every listed, unfinished shard with a checkpoint: is
+// anything after it? That tells a caught-up idle shard from one whose
+// reader is stuck, which the lag recorded with the last checkpoint cannot.
+func probeAll(ctx context.Context, kc *kinesis.Client, stream string, views []shardView) {
+	sem := make(chan struct{}, probeConcurrency)
+	var wg sync.WaitGroup
+	for i := range views {
+		v := &views[i]
+		if !v.Listed || !v.HasRow || v.Row.Checkpoint == "" || v.Row.Finished() || (v.Row.Start != "" && !v.Row.StartApplied) {
+			continue // nothing to read after, or the next reader opens at a start, not after the checkpoint
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p := probeShard(ctx, kc, stream, v.ID, v.Row.Checkpoint)
+			v.Probe = &p
+		})
+	}
+	wg.Wait()
+}
+
+func probeShard(ctx context.Context, kc *kinesis.Client, stream, shardID, checkpoint string) probe {
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(shardID), ShardIteratorType: ktypes.ShardIteratorTypeAfterSequenceNumber, StartingSequenceNumber: aws.String(checkpoint)}
+	if strings.HasPrefix(stream, "arn:") {
+		in.StreamARN = aws.String(stream)
+	} else {
+		in.StreamName = aws.String(stream)
+	}
+	it, err := kc.GetShardIterator(ctx, in)
+	if err != nil {
+		return probe{Err: err}
+	}
+	out, err := kc.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
+	if err != nil {
+		return probe{Err: err}
+	}
+	behind := time.Duration(aws.ToInt64(out.MillisBehindLatest)) * time.Millisecond
+	switch {
+	case len(out.Records) > 0:
+		return probe{Oldest: aws.ToTime(out.Records[0].ApproximateArrivalTimestamp), Behind: behind}
+	case out.NextShardIterator == nil || behind == 0:
+		return probe{CaughtUp: true}
+	}
+	return probe{Behind: behind}
+}
+
+// printStatus writes one line per shard: shard, parents, owner, expiry (or
+// how long ago it expired), checkpoint, lag, a start not yet applied (a
+// subscription start or a reset the next reader opens at), and its state in
+// words: read to its end, being read (caught up or behind, and whether it
+// checkpoints), waiting for a parent (and what that parent is doing), free
+// for the coordinator, or gone from the stream.
+func printStatus(w io.Writer, views []shardView, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tPARENTS\tOWNER\tEXPIRY\tCHECKPOINT\tLAG\tOPENS AT\tSTATE")
+	for _, v := range views {
+		r := v.Row
 		owner, expiry := r.Owner, "-"
 		switch {
 		case r.Owner == "":
@@ -63,46 +192,156 @@ func printStatus(w io.Writer, rows []lease.Lease, now time.Time) {
 		default:
 			expiry = "expired " + now.Sub(r.Expiry).Round(100*time.Millisecond).String() + " ago"
 		}
-		parents := strings.Join(r.ParentShardIDs, ",")
+		parents := strings.Join(v.Parents, ",")
 		if parents == "" {
 			parents = "-"
-		}
-		ckpt := r.Checkpoint
-		if ckpt == "" {
-			ckpt = "-"
-		} else if len(ckpt) > 24 && ckpt != lease.ShardEnd {
-			ckpt = "…" + ckpt[len(ckpt)-12:]
 		}
 		opens := "-"
 		if r.Start != "" && !r.StartApplied && !r.Finished() {
 			opens = r.Start
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ShardID, parents, owner, expiry, ckpt, lag(r, now), opens)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, parents, owner, expiry, shortSeq(r.Checkpoint), lag(v, now), opens, state(v, now))
 	}
 	tw.Flush()
 }
 
-// staleLag: a lag recorded longer ago than this is shown with its age; a
-// reader that is stuck writes no checkpoint, so its lag does not move.
+func shortSeq(seq string) string {
+	switch {
+	case seq == "":
+		return "-"
+	case len(seq) > 24 && seq != lease.ShardEnd:
+		return "…" + seq[len(seq)-12:]
+	}
+	return seq
+}
+
+func age(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// staleLag: a checkpoint older than this, while records wait after it,
+// means the reader is not getting through (a reader writes one per batch).
 const staleLag = time.Minute
 
-// lag is how far behind the tip the shard's reader was at its last
-// checkpoint that recorded it: "1.2s", "3m4s", "-" when none did or the
-// shard is finished.
-func lag(r lease.Lease, now time.Time) string {
-	if r.LagAt.IsZero() || r.Finished() {
+// lag is how far behind the shard's reader is: from the probe when there
+// was one (0s when nothing waits after the checkpoint, else how long ago
+// the oldest waiting record arrived), else as recorded with the last
+// checkpoint, with its age when that is old; "-" when unknown or finished.
+func lag(v shardView, now time.Time) string {
+	r := v.Row
+	if r.Finished() {
 		return "-"
 	}
-	d := time.Duration(r.MillisBehind) * time.Millisecond
-	switch {
-	case d < time.Minute:
-		d = d.Round(100 * time.Millisecond)
-	default:
-		d = d.Round(time.Second)
+	if p := v.Probe; p != nil && p.Err == nil {
+		switch {
+		case p.CaughtUp:
+			return "0s"
+		case !p.Oldest.IsZero():
+			return age(max(now.Sub(p.Oldest), 0))
+		default:
+			return age(p.Behind)
+		}
 	}
-	s := d.String()
-	if age := now.Sub(r.LagAt); age > staleLag {
-		s += " (" + age.Round(time.Second).String() + " ago)"
+	if r.LagAt.IsZero() {
+		return "-"
+	}
+	s := age(time.Duration(r.MillisBehind) * time.Millisecond)
+	if a := now.Sub(r.LagAt); a > staleLag {
+		s += " (" + a.Round(time.Second).String() + " ago)"
 	}
 	return s
+}
+
+// state says in words what the shard is doing and, for a child, what it
+// waits for.
+func state(v shardView, now time.Time) string {
+	r := v.Row
+	switch {
+	case r.Finished():
+		return "finished: read to its end"
+	case !v.Listed:
+		return "gone from the stream (trimmed by retention); its row stays while a child needs it"
+	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnParent:
+		return "waiting for parent " + v.Reason.Parent + " to be read to its end: " + parentDoing(v.Rows, v.Reason.Parent, now)
+	case heldByItsClock(r, now):
+		return "reading: " + progress(v, now)
+	case r.Owner != "":
+		return "lease expired by its holder's clock: the coordinator takes the shard over once it has seen the lease stand still for a lease duration"
+	case !v.HasRow:
+		return "not started: the coordinator opens it at its next pass"
+	}
+	return "free: the coordinator takes it at its next pass"
+}
+
+// progress describes a held shard: caught up (idle) or behind, and when it
+// last checkpointed.
+func progress(v shardView, now time.Time) string {
+	r := v.Row
+	last := "no checkpoint yet"
+	var since time.Duration
+	if !r.LagAt.IsZero() {
+		since = now.Sub(r.LagAt)
+		last = "last checkpoint " + since.Round(time.Second).String() + " ago"
+	}
+	p := v.Probe
+	switch {
+	case r.Checkpoint == "":
+		return "no checkpoint yet"
+	case p == nil:
+		return last
+	case p.Err != nil:
+		return last + "; could not read after the checkpoint: " + firstLine(p.Err.Error())
+	case p.CaughtUp:
+		if since > staleLag {
+			return "caught up, idle: nothing new since its " + last
+		}
+		return "caught up; " + last
+	}
+	s := "behind: records wait after the checkpoint; " + last
+	if since > staleLag || r.LagAt.IsZero() {
+		s += ": stuck? (see the reader's logs and TargetErrors)"
+	}
+	return s
+}
+
+// parentDoing says what a parent a child waits for is doing.
+func parentDoing(rows map[string]lease.Lease, parent string, now time.Time) string {
+	r, ok := rows[parent]
+	switch {
+	case !ok:
+		return "not started yet"
+	case heldByItsClock(r, now):
+		ckpt := "no checkpoint yet"
+		if r.Checkpoint != "" {
+			ckpt = "checkpoint " + shortSeq(r.Checkpoint)
+		}
+		return fmt.Sprintf("read by %s, %s", r.Owner, ckpt)
+	}
+	return "no reader now; the coordinator takes it at its next pass"
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}
+
+// heldByItsClock reports whether r's owner holds it by the expiry its own
+// clock wrote. It is for display only: a taker judges a lease by watching
+// its counter on its own clock (lease.Observer), which status, reading
+// once, cannot.
+func heldByItsClock(r lease.Lease, now time.Time) bool { return r.Owner != "" && now.Before(r.Expiry) }
+
+// displayVerdicts judges the rows for status's one look by heldByItsClock.
+func displayVerdicts(rows map[string]lease.Lease, now time.Time) map[string]lease.Verdict {
+	v := make(map[string]lease.Verdict, len(rows))
+	for id, r := range rows {
+		v[id] = lease.Verdict{Free: r.Owner == "", Lapsed: r.Owner != "" && !heldByItsClock(r, now), Counter: r.Counter}
+	}
+	return v
 }

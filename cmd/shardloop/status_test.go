@@ -1,47 +1,217 @@
 package main
 
 import (
+	"context"
+	"io"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/shards"
 )
 
-func TestPrintStatus_ShowsOwnerExpiryCheckpointLagAndPendingStart(t *testing.T) {
+// line returns the status line of a shard.
+func line(t *testing.T, out, shardID string) string {
+	t.Helper()
+	for l := range strings.Lines(out) {
+		if strings.HasPrefix(l, shardID+" ") {
+			return l
+		}
+	}
+	t.Fatalf("no line for %s in\n%s", shardID, out)
+	return ""
+}
+
+func TestPrintStatus_ShowsOwnerExpiryCheckpointLagPendingStartAndState(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
+	listing := []shards.Shard{
+		{ID: "shardId-000000000000", EndingSequence: "99"},
+		{ID: "shardId-000000000001"},
+		{ID: "shardId-000000000002", ParentID: "shardId-000000000000"},
+		{ID: "shardId-000000000003"},
+		{ID: "shardId-000000000004", EndingSequence: "99"},
+		{ID: "shardId-000000000005", ParentID: "shardId-000000000004"},
+		{ID: "shardId-000000000006"},
+	}
 	rows := []lease.Lease{
 		{ShardID: "shardId-000000000000", Checkpoint: lease.ShardEnd},
 		{ShardID: "shardId-000000000001", Owner: "o1", Expiry: now.Add(7 * time.Second), Checkpoint: "42", MillisBehind: 1234, LagAt: now.Add(-time.Second)},
 		{ShardID: "shardId-000000000002", Owner: "o2", Expiry: now.Add(-3 * time.Second), ParentShardIDs: []string{"shardId-000000000000"}},
-		{ShardID: "shardId-000000000003", Checkpoint: "7", MillisBehind: 3_723_456, LagAt: now.Add(-5 * time.Minute), Start: "horizon", StartApplied: false},
+		{ShardID: "shardId-000000000003", Checkpoint: "7", MillisBehind: 3_723_456, LagAt: now.Add(-5 * time.Minute), Start: "horizon"},
+		{ShardID: "shardId-000000000004", Owner: "o4", Expiry: now.Add(5 * time.Second), Checkpoint: "12"},
+		{ShardID: "shardId-000000000009", ParentShardIDs: []string{"shardId-000000000008"}}, // trimmed
 	}
 	var b strings.Builder
-	printStatus(&b, rows, now)
-	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("got %d lines, want a header and 4 rows:\n%s", len(lines), b.String())
+	printStatus(&b, statusViews(listing, rows, now), now)
+	out := b.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 9 {
+		t.Fatalf("got %d lines, want a header and 8 rows:\n%s", len(lines), out)
 	}
-	for i, want := range [][]string{
-		{"SHARD", "PARENTS", "OWNER", "EXPIRY", "CHECKPOINT", "LAG", "OPENS AT"},
-		{"shardId-000000000000", "-", "SHARD_END"},
-		{"shardId-000000000001", "o1", "in 7s", "42", "1.2s"},
-		{"shardId-000000000002", "shardId-000000000000", "o2", "expired 3s ago", "-"},
-		{"shardId-000000000003", "7", "1h2m3s (5m0s ago)", "horizon"},
+	for _, h := range []string{"SHARD", "PARENTS", "OWNER", "EXPIRY", "CHECKPOINT", "LAG", "OPENS AT", "STATE"} {
+		if !strings.Contains(lines[0], h) {
+			t.Errorf("header %q lacks %s", lines[0], h)
+		}
+	}
+	for shard, want := range map[string][]string{
+		"shardId-000000000000": {"SHARD_END", "finished"},
+		"shardId-000000000001": {"o1", "in 7s", "42", "1.2s", "reading"},
+		"shardId-000000000002": {"shardId-000000000000", "o2", "expired 3s ago", "lease expired"},
+		"shardId-000000000003": {"7", "1h2m3s (5m0s ago)", "horizon", "free"},
+		"shardId-000000000005": {"shardId-000000000004", "waiting for parent shardId-000000000004", "read by o4, checkpoint 12"},
+		"shardId-000000000006": {"not started"},
+		"shardId-000000000009": {"shardId-000000000008", "gone from the stream"},
 	} {
+		l := line(t, out, shard)
 		for _, w := range want {
-			if !strings.Contains(lines[i], w) {
-				t.Errorf("line %d %q lacks %q", i, lines[i], w)
+			if !strings.Contains(l, w) {
+				t.Errorf("%s: line %q lacks %q", shard, l, w)
 			}
 		}
 	}
 }
 
-func TestPrintStatus_UnknownLagIsADash(t *testing.T) {
+// With what the probe found after the checkpoint, an idle shard (nothing
+// waits) and a stuck one (records wait, no checkpoint for minutes) read
+// differently, though both recorded a lag of 0 with their last checkpoint.
+func TestPrintStatus_IdleCaughtUpShardReadsDifferentlyFromAStuckOne(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	held := func(id string) lease.Lease {
+		return lease.Lease{ShardID: id, Owner: "o-" + id, Expiry: now.Add(8 * time.Second), Checkpoint: "42", MillisBehind: 0, LagAt: now.Add(-10 * time.Minute)}
+	}
+	views := statusViews([]shards.Shard{{ID: "idle"}, {ID: "stuck"}, {ID: "busy"}}, []lease.Lease{held("idle"), held("stuck"), held("busy")}, now)
+	views[0].Probe = &probe{CaughtUp: true}
+	views[1].Probe = &probe{Oldest: now.Add(-9 * time.Minute)}
+	views[2].Probe = &probe{Oldest: now.Add(-800 * time.Millisecond)}
+	views[2].Row.LagAt = now.Add(-2 * time.Second)
 	var b strings.Builder
-	printStatus(&b, []lease.Lease{{ShardID: "s0", Checkpoint: "1"}}, time.Now())
-	if got := column(strings.Split(strings.TrimSpace(b.String()), "\n"), "LAG"); got != "-" {
-		t.Fatalf("LAG of a row without a recorded lag = %q, want -", got)
+	printStatus(&b, views, now)
+	out := b.String()
+	idle, stuck, busy := line(t, out, "idle"), line(t, out, "stuck"), line(t, out, "busy")
+	for _, w := range []string{" 0s ", "caught up, idle", "last checkpoint 10m0s ago"} {
+		if !strings.Contains(idle, w) {
+			t.Errorf("idle line %q lacks %q", idle, w)
+		}
+	}
+	for _, w := range []string{" 9m0s ", "behind", "last checkpoint 10m0s ago", "stuck?"} {
+		if !strings.Contains(stuck, w) {
+			t.Errorf("stuck line %q lacks %q", stuck, w)
+		}
+	}
+	if !strings.Contains(busy, " 800ms ") || !strings.Contains(busy, "behind") || strings.Contains(busy, "stuck") {
+		t.Errorf("a reader that checkpointed 2s ago reads %q, want behind by 800ms and not stuck", busy)
+	}
+}
+
+// status against the emulators: an unknown stream or table is an error
+// saying which; a child waiting on its parent says what the parent is
+// doing; an idle caught-up shard and a stuck one read differently.
+func TestStatus_UnknownStreamOrTableWaitingChildrenIdleAndStuckShards(t *testing.T) {
+	kc, dc := testaws.Kinesis(t), testaws.Dynamo(t)
+	stream, table := testaws.Name(t), testaws.Name(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if _, err := shards.CreateIfMissing(ctx, kc, stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.CreateTable(ctx, dc, table); err != nil {
+		t.Fatal(err)
+	}
+	emulatorEnv(t)
+
+	missing := testaws.Name(t)
+	err := statusCmd(ctx, []string{"--stream", missing, "--table", table}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--stream "+missing+": no such stream at http://127.0.0.1:") {
+		t.Fatalf("status of a missing stream: err = %v, want one naming the stream and the endpoint", err)
+	}
+	err = statusCmd(ctx, []string{"--stream", stream, "--table", missing}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--table "+missing+": no such table at http://127.0.0.1:") {
+		t.Fatalf("status of a missing table: err = %v, want one naming the table and the endpoint", err)
+	}
+
+	listing, err := shards.List(ctx, kc, stream)
+	if err != nil || len(listing) != 2 {
+		t.Fatalf("listing %v, %v", listing, err)
+	}
+	// Two records on each shard; then split shard 1, whose children wait.
+	seqs := map[string][]string{}
+	for _, s := range listing {
+		for i := range 2 {
+			out, err := kc.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"),
+				ExplicitHashKey: aws.String(s.HashKeyStart), Data: []byte{byte('a' + i)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if aws.ToString(out.ShardId) != s.ID {
+				t.Fatalf("record went to %s, want %s", aws.ToString(out.ShardId), s.ID)
+			}
+			seqs[s.ID] = append(seqs[s.ID], aws.ToString(out.SequenceNumber))
+		}
+	}
+	idle, parent := listing[0].ID, listing[1].ID
+	lo, _ := new(big.Int).SetString(listing[1].HashKeyStart, 10)
+	hi, _ := new(big.Int).SetString(listing[1].HashKeyEnd, 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := kc.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(stream), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String())}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if ls, err := shards.List(ctx, kc, stream); err == nil && len(ls) == 4 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the split's children never appeared")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The idle shard's reader checkpointed its last record, the stuck one
+	// only its first; both 10 minutes ago, and both still hold their lease.
+	now, err := lease.NewDynamoStore(dc, table, func(o *lease.Options) { o.Duration = 5 * time.Minute })
+	if err != nil {
+		t.Fatal(err)
+	}
+	past, err := lease.NewDynamoStore(dc, table, func(o *lease.Options) { o.Clock = func() time.Time { return time.Now().Add(-10 * time.Minute) } })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for shard, ckpt := range map[string]string{idle: seqs[idle][1], parent: seqs[parent][0]} {
+		if _, err := now.Take(ctx, stream, shard, "o-"+shard); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := past.CheckpointWithLag(ctx, stream, shard, "o-"+shard, ckpt, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var b strings.Builder
+	if err := statusCmd(ctx, []string{"--stream", stream, "--table", table}, &b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if l := line(t, out, idle); !strings.Contains(l, "caught up, idle") || !strings.Contains(l, " 0s ") {
+		t.Errorf("idle shard: %q, want caught up and idle with a lag of 0s", l)
+	}
+	if l := line(t, out, parent); !strings.Contains(l, "behind") || !strings.Contains(l, "stuck?") {
+		t.Errorf("stuck shard: %q, want behind and stuck", l)
+	}
+	children := 0
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, "waiting for parent "+parent) {
+			children++
+			if !strings.Contains(l, "read by o-"+parent+", checkpoint") {
+				t.Errorf("child line %q does not say what the parent is doing", l)
+			}
+		}
+	}
+	if children != 2 {
+		t.Errorf("%d children wait for %s, want 2:\n%s", children, parent, out)
 	}
 }
 

@@ -42,7 +42,8 @@ type Consumer struct {
 	Schedule     awsevents.Rule
 	Dashboard    awscloudwatch.Dashboard
 	// Alarms by name: TargetErrors, GivenUpBatches, Lag, ExecutionsFailed,
-	// CoordinatorErrors. Add actions (an SNS topic) to them as needed.
+	// CoordinatorErrors, StreamNotFound. Add actions (an SNS topic) to them
+	// as needed.
 	Alarms map[string]awscloudwatch.Alarm
 
 	// StreamDimensionValue is the value of the Stream dimension the
@@ -140,6 +141,9 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		"SHARDLOOP_POLL_INTERVAL":        jsii.String(envDuration(p.PollInterval)),
 		"SHARDLOOP_RUN_LENGTH":           jsii.String(envDuration(p.RunLength)),
 		"SHARDLOOP_MAX_ITERATIONS":       jsii.String(strconv.Itoa(p.MaxIterations)),
+		// The records' invokeIdentityArn: the role that invokes the target,
+		// as Lambda's own trigger reports its function's role.
+		"SHARDLOOP_INVOKE_IDENTITY_ARN": readerRole.RoleArn(),
 	}
 	for k, v := range failurePolicyEnv(&p) {
 		readerEnv[k] = jsii.String(v)
@@ -224,7 +228,21 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	})
 
 	c.observe(&p, base)
+	c.streamNotFoundAlarm()
 	return c, nil
+}
+
+// streamNotFoundAlarm fires when a coordinator pass found no stream to read:
+// the functions keep running and read nothing until it exists.
+func (c *Consumer) streamNotFoundAlarm() {
+	c.Alarms["StreamNotFound"] = awscloudwatch.NewAlarm(c.Construct, jsii.String("StreamNotFoundAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("shardloop: the coordinator found no stream to read; nothing is read until it exists (check the stream's name, region and account)"),
+		Metric:             c.metric("StreamNotFound", "Sum", 5),
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
 }
 
 // failurePolicyEnv is the shardreader's failure-policy environment, every

@@ -43,6 +43,7 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 	machineID, _ := tmpl.byPrefix(t, "AWS::StepFunctions::StateMachine", "ConsumerShardLoop")
 	coordinatorID, coordinator := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerCoordinator")
 	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerShardReader")
+	readerRoleID, _ := tmpl.byPrefix(t, "AWS::IAM::Role", "ConsumerShardReaderRole")
 	name, _ := coordinator.Properties["FunctionName"].(string)
 	if name == "" || len(name) > 64 {
 		t.Fatalf("coordinator FunctionName = %v, want a fixed name of at most 64 characters", coordinator.Properties["FunctionName"])
@@ -74,6 +75,7 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 			"SHARDLOOP_POLL_INTERVAL":        "1s",
 			"SHARDLOOP_RUN_LENGTH":           "60s",
 			"SHARDLOOP_MAX_ITERATIONS":       "500",
+			"SHARDLOOP_INVOKE_IDENTITY_ARN":  map[string]any{"Fn::GetAtt": []any{readerRoleID, "Arn"}},
 			"SHARDLOOP_MAX_RETRY_ATTEMPTS":   "-1",
 			"SHARDLOOP_MAX_RECORD_AGE":       "-1",
 			"SHARDLOOP_BISECT_ON_ERROR":      "false",
@@ -313,6 +315,7 @@ func TestAlarms_WatchTargetErrorsLagAndFailedExecutions(t *testing.T) {
 		{"ConsumerGivenUpBatchesAlarm", "Shardloop", "GivenUpBatches", `[{"Name":"Stream","Value":"orders"}]`, 1},
 		{"ConsumerLagAlarm", "Shardloop", "MillisBehindLatest", `[{"Name":"Stream","Value":"orders"}]`, 300000},
 		{"ConsumerExecutionsFailedAlarm", "AWS/States", "ExecutionsFailed", `[{"Name":"StateMachineArn","Value":{"Ref":"` + machineID + `"}}]`, 1},
+		{"ConsumerStreamNotFoundAlarm", "Shardloop", "StreamNotFound", `[{"Name":"Stream","Value":"orders"}]`, 1},
 	} {
 		_, a := tmpl.byPrefix(t, "AWS::CloudWatch::Alarm", tc.prefix)
 		p := a.Properties

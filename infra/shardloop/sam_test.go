@@ -55,3 +55,15 @@ func TestSAMTemplate_PassesTheFailurePolicyAndGrantsTheDestinationOnlyWhenSet(t 
 		}
 	}
 }
+
+// The SAM template passes the shardreader its own role's ARN for the
+// records' invokeIdentityArn, as the construct does.
+func TestSAMTemplate_PassesTheShardReadersRoleAsInvokeIdentity(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "template", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "SHARDLOOP_INVOKE_IDENTITY_ARN: !GetAtt ShardReaderFunctionRole.Arn"; !strings.Contains(string(b), want) {
+		t.Errorf("template/template.yaml lacks %q", want)
+	}
+}

@@ -6,20 +6,21 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	ltypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/internal/lambdaenv"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
@@ -32,6 +33,7 @@ type Option func(*options)
 
 type options struct {
 	metrics io.Writer
+	starter coordinator.Starter
 }
 
 // WithMetrics writes the handler's CloudWatch EMF metric lines to w: stdout
@@ -39,11 +41,19 @@ type options struct {
 // lag is still recorded on the lease rows).
 func WithMetrics(w io.Writer) Option { return func(o *options) { o.metrics = w } }
 
-func newRecorder(log *slog.Logger, optFns []Option) (*metrics.Recorder, error) {
+// WithStarter makes the coordinator start loops through s instead of Step
+// Functions (for a local host of the functions and for tests).
+func WithStarter(s coordinator.Starter) Option { return func(o *options) { o.starter = s } }
+
+func optionsOf(optFns []Option) options {
 	o := options{metrics: io.Discard}
 	for _, f := range optFns {
 		f(&o)
 	}
+	return o
+}
+
+func newRecorder(log *slog.Logger, o options) (*metrics.Recorder, error) {
 	return metrics.New(o.metrics, func(mo *metrics.Options) { mo.Logger = log })
 }
 
@@ -51,27 +61,39 @@ func newRecorder(log *slog.Logger, optFns []Option) (*metrics.Recorder, error) {
 type ShardReader struct {
 	opts    reader.Options
 	metrics *metrics.Recorder
+	arns    *streamARNs
+	log     *slog.Logger
 }
 
-// NewShardReader builds the SDK clients once, at cold start. Every client
-// honours AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> through cfg.
+// NewShardReader builds the SDK clients once, at cold start, within
+// awsconf's bounds. Every client honours AWS_ENDPOINT_URL and
+// AWS_ENDPOINT_URL_<SERVICE> through cfg. The target is invoked by
+// awsconf.NewTargetLambda, with env.TargetTimeout; each record's
+// invokeIdentityArn is env.InvokeIdentityARN (the shardreader's role,
+// which infra/ and template/ pass), empty with a warning when unset.
 func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optFns ...Option) (*ShardReader, error) {
-	rec, err := newRecorder(log, optFns)
+	rec, err := newRecorder(log, optionsOf(optFns))
 	if err != nil {
 		return nil, err
 	}
-	lc := lambda.NewFromConfig(cfg)
-	dynamo, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), env.Table)
+	dynamo, err := lease.NewDynamoStore(awsconf.NewDynamoDB(cfg), env.Table)
 	if err != nil {
 		return nil, err
 	}
 	store := lease.WithLag(dynamo, rec.Lag)
-	target, err := reader.NewLambdaTarget(lc, env.Target, func(o *reader.LambdaOptions) { o.Region = cfg.Region })
+	if env.InvokeIdentityARN == "" {
+		log.Warn(lambdaenv.VarInvokeIdentityARN+" is not set: records carry an empty invokeIdentityArn; set it to this function's execution role ARN",
+			"var", lambdaenv.VarInvokeIdentityARN)
+	}
+	target, err := reader.NewLambdaTarget(awsconf.NewTargetLambda(cfg, env.TargetTimeout), env.Target, func(o *reader.LambdaOptions) {
+		o.Region, o.InvokeIdentityARN = cfg.Region, env.InvokeIdentityARN
+	})
 	if err != nil {
 		return nil, err
 	}
+	kc := awsconf.NewKinesis(cfg)
 	opts := reader.Options{
-		Kinesis:       kinesis.NewFromConfig(cfg),
+		Kinesis:       kc,
 		Store:         store,
 		Target:        target,
 		BatchSize:     env.BatchSize,
@@ -83,14 +105,14 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 	}
 	p := env.ReaderPolicy()
 	opts.MaxRetryAttempts, opts.MaxRecordAge, opts.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
-	opts.BatchingWindow, opts.Deaggregate = p.BatchingWindow, p.Deaggregate
+	opts.BatchingWindow, opts.Deaggregate, opts.TargetTimeout = p.BatchingWindow, p.Deaggregate, p.TargetTimeout
 	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
 		return nil, err
 	}
 	if env.Coordinator != "" {
-		opts.Nudge = NudgeFunc(lc, env.Coordinator, log)
+		opts.Nudge = NudgeFunc(awsconf.NewLambda(cfg), env.Coordinator, log)
 	}
-	return &ShardReader{opts: opts, metrics: rec}, nil
+	return &ShardReader{opts: opts, metrics: rec, arns: &streamARNs{api: kc, arns: map[string]string{}}, log: log}, nil
 }
 
 // OnFailureDestination returns the reader's on-failure destination for an
@@ -106,16 +128,76 @@ func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error
 		return nil, err
 	}
 	if a.Service == "sqs" {
-		return reader.NewDestination(arn, sqs.NewFromConfig(cfg), nil)
+		return reader.NewDestination(arn, awsconf.NewSQS(cfg), nil)
 	}
-	return reader.NewDestination(arn, nil, sns.NewFromConfig(cfg))
+	return reader.NewDestination(arn, nil, awsconf.NewSNS(cfg))
 }
 
 // Handle runs one iteration of the shard loop: the state in, the next state
 // out. (A state handed on by continue-as-new already counts iteration 0.)
+// A state without a streamArn (a loop started before the coordinator
+// resolved it) gets it from DescribeStreamSummary, once per stream and
+// cold start, so the records' eventSourceARN is set; the next state carries
+// it on.
 func (h *ShardReader) Handle(ctx context.Context, st reader.State) (reader.State, error) {
 	defer h.metrics.Flush() // before Lambda freezes the process
+	if st.StreamARN == "" && st.Stream != "" {
+		arn, err := h.arns.get(ctx, st.Stream)
+		if err != nil {
+			h.log.WarnContext(ctx, "could not resolve the stream's ARN; records carry an empty eventSourceARN", "stream", st.Stream, "err", err)
+		}
+		st.StreamARN = arn
+	}
 	return reader.Run(ctx, h.opts, st)
+}
+
+// StreamDescriber is the Kinesis call StreamARN makes.
+type StreamDescriber interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}
+
+// StreamARN returns the ARN of stream (a name or an ARN) as
+// DescribeStreamSummary reports it. A stream that does not exist is an
+// error that errors.As finds a *types.ResourceNotFoundException in.
+func StreamARN(ctx context.Context, api StreamDescriber, stream string) (string, error) {
+	in := &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)}
+	if isARN(stream) {
+		in = &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String(stream)}
+	}
+	out, err := api.DescribeStreamSummary(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("describe stream %s: %w", stream, err)
+	}
+	if out.StreamDescriptionSummary == nil || aws.ToString(out.StreamDescriptionSummary.StreamARN) == "" {
+		return "", fmt.Errorf("describe stream %s: the answer has no StreamARN", stream)
+	}
+	return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
+}
+
+func isARN(s string) bool { return strings.HasPrefix(s, "arn:") }
+
+// streamARNs caches StreamARN by stream name; failures are not cached.
+type streamARNs struct {
+	api  StreamDescriber
+	mu   sync.Mutex
+	arns map[string]string
+}
+
+func (c *streamARNs) get(ctx context.Context, stream string) (string, error) {
+	c.mu.Lock()
+	arn, ok := c.arns[stream]
+	c.mu.Unlock()
+	if ok {
+		return arn, nil
+	}
+	arn, err := StreamARN(ctx, c.api, stream)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.arns[stream] = arn
+	c.mu.Unlock()
+	return arn, nil
 }
 
 // NudgeEvent is the coordinator's payload when a reader asks it to relist.
@@ -147,32 +229,64 @@ func NudgeFunc(client InvokeAPI, coordinatorFn string, log *slog.Logger) func(co
 }
 
 // Coordinator runs the coordinator: a relisting window on the schedule, one
-// pass on a nudge.
+// pass on a nudge. Lambda runs one invocation at a time per instance, so
+// Handle is not safe for concurrent use.
 type Coordinator struct {
 	c       *coordinator.Coordinator
 	window  time.Duration
 	metrics *metrics.Recorder
+	log     *slog.Logger
 }
 
-// NewCoordinator builds the SDK clients once, at cold start.
+// NewCoordinator builds the SDK clients once, at cold start, within
+// awsconf's bounds. Each pass that finds no stream of the configured name
+// is counted as metrics.StreamNotFound and logged at error level; each pass
+// whose start position is older than the stream's recorded generation as
+// metrics.StaleConfiguration. The loops it starts carry the stream's ARN
+// (the records' eventSourceARN), which every pass reads with
+// DescribeStreamSummary.
 func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger, optFns ...Option) (*Coordinator, error) {
-	rec, err := newRecorder(log, optFns)
+	o := optionsOf(optFns)
+	rec, err := newRecorder(log, o)
 	if err != nil {
 		return nil, err
 	}
-	store, err := lease.NewDynamoStore(dynamodb.NewFromConfig(cfg), env.Table)
+	var sfnStarter coordinator.Starter = coordinator.SFNStarter{Client: awsconf.NewStepFunctions(cfg), StateMachineARN: env.StateMachineARN}
+	if o.starter != nil {
+		sfnStarter = o.starter
+	}
+	store, err := lease.NewDynamoStore(awsconf.NewDynamoDB(cfg), env.Table)
 	if err != nil {
 		return nil, err
 	}
-	starter := CountingStarter(coordinator.SFNStarter{Client: sfn.NewFromConfig(cfg), StateMachineARN: env.StateMachineARN}, rec)
-	c, err := coordinator.New(coordinator.Config{
+	h := &Coordinator{window: env.Window, metrics: rec, log: log}
+	h.c, err = coordinator.New(coordinator.Config{
 		Subscriptions: []coordinator.Subscription{{Stream: env.Stream, Start: env.Start, CreateShards: env.CreateShards}},
 		Logger:        log,
-	}, store, kinesis.NewFromConfig(cfg), starter)
+		OnPass:        h.onPass,
+	}, store, awsconf.NewKinesis(cfg), CountingStarter(sfnStarter, rec))
 	if err != nil {
 		return nil, err
 	}
-	return &Coordinator{c: c, window: env.Window, metrics: rec}, nil
+	return h, nil
+}
+
+// onPass turns what a pass found into metrics and error logs.
+func (h *Coordinator) onPass(r coordinator.StreamResult) {
+	switch {
+	case StreamMissing(r.Err):
+		h.metrics.StreamNotFound(r.Stream)
+		h.log.Error("the stream does not exist: nothing is read until it does; check "+lambdaenv.VarStream+", the region and the account",
+			"stream", r.Stream, "var", lambdaenv.VarStream, "err", r.Err)
+	case r.StaleConfiguration:
+		h.metrics.StaleConfiguration(r.Stream)
+	}
+}
+
+// StreamMissing reports whether err, however wrapped, says the stream does
+// not exist (Kinesis's ResourceNotFoundException).
+func StreamMissing(err error) bool {
+	return errors.As(err, new(*ktypes.ResourceNotFoundException))
 }
 
 // CountingStarter counts LeaseTakes: the coordinator starts a loop right

@@ -28,6 +28,12 @@ const (
 	VarWindow          = "SHARDLOOP_WINDOW"
 	VarCoordinatorFunc = "SHARDLOOP_COORDINATOR_FUNCTION"
 	VarMaxIterations   = "SHARDLOOP_MAX_ITERATIONS"
+	// VarInvokeIdentityARN is the shardreader's own execution role ARN, for
+	// the records' invokeIdentityArn. infra/ and template/ set it.
+	VarInvokeIdentityARN = "SHARDLOOP_INVOKE_IDENTITY_ARN"
+	// VarTargetTimeout is the target function's own timeout (default
+	// MaxTargetTimeout): one Invoke attempt lasts longer than it.
+	VarTargetTimeout = "SHARDLOOP_TARGET_TIMEOUT"
 
 	// The failure policy and batching of the shardreader (docs/failure-policy.md).
 	VarMaxRetryAttempts = "SHARDLOOP_MAX_RETRY_ATTEMPTS"
@@ -72,9 +78,13 @@ func (e *Error) Is(t error) bool { return t == ErrEnv }
 
 // Reader is the shardreader's configuration.
 type Reader struct {
-	Table         string
-	Target        string
-	Coordinator   string // empty: no nudge
+	Table       string
+	Target      string
+	Coordinator string // empty: no nudge
+	// InvokeIdentityARN: empty when SHARDLOOP_INVOKE_IDENTITY_ARN is unset.
+	InvokeIdentityARN string
+	// TargetTimeout: MaxTargetTimeout when SHARDLOOP_TARGET_TIMEOUT is unset.
+	TargetTimeout time.Duration
 	BatchSize     int32
 	PollInterval  time.Duration
 	RunLength     time.Duration
@@ -127,27 +137,27 @@ func (e *env) required(name, want string) string {
 	return v
 }
 
-func (e *env) intIn(name string, def, lo, hi int) int {
+func (e *env) intIn(name string, def int, l IntLimit) int {
 	v := e.get(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: fmt.Sprintf("an integer from %d to %d", lo, hi)})
+	if err != nil || l.Check(n) != nil {
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: l.Want()})
 		return def
 	}
 	return n
 }
 
-func (e *env) duration(name string, def, lo, hi time.Duration) time.Duration {
+func (e *env) duration(name string, def time.Duration, l DurationLimit) time.Duration {
 	v := e.get(name)
 	if v == "" {
 		return def
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < lo || d > hi {
-		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: fmt.Sprintf("a Go duration from %s to %s", lo, hi)})
+	if err != nil || l.Check(d) != nil {
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: l.Want()})
 		return def
 	}
 	return d
@@ -165,15 +175,15 @@ func (e *env) boolean(name string) bool {
 	}
 }
 
-// ageOrNone reads a duration from lo to hi, or -1 (or unset) for none (0).
-func (e *env) ageOrNone(name string, lo, hi time.Duration) time.Duration {
+// ageOrNone reads a duration within l, or -1 (or unset) for none (0).
+func (e *env) ageOrNone(name string, l DurationLimit) time.Duration {
 	v := e.get(name)
 	if v == "" || v == "-1" {
 		return 0
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < lo || d > hi {
-		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: fmt.Sprintf("-1 (no limit) or a Go duration from %s to %s", lo, hi)})
+	if err != nil || l.Check(d) != nil {
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: "-1 (no limit) or " + l.Want()})
 		return 0
 	}
 	return d
@@ -186,17 +196,25 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		Table:         e.required(VarTable, "the lease table name"),
 		Target:        e.required(VarTarget, "the target function's name or ARN"),
 		Coordinator:   getenv(VarCoordinatorFunc),
-		BatchSize:     int32(e.intIn(VarBatchSize, DefaultBatchSize, 1, reader.MaxBatchSize)),
-		PollInterval:  e.duration(VarPollInterval, reader.DefaultPollInterval, 200*time.Millisecond, time.Minute),
-		RunLength:     e.duration(VarRunLength, reader.DefaultRunLength, 5*time.Second, reader.MaxRunLength),
-		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, 1, MaxIterations),
+		BatchSize:     int32(e.intIn(VarBatchSize, DefaultBatchSize, BatchSizeLimit)),
+		PollInterval:  e.duration(VarPollInterval, reader.DefaultPollInterval, PollIntervalLimit),
+		RunLength:     e.duration(VarRunLength, reader.DefaultRunLength, RunLengthLimit),
+		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, MaxIterationsLimit),
 
-		MaxRetryAttempts: e.intIn(VarMaxRetryAttempts, -1, -1, reader.MaxRetryAttemptsLimit),
-		MaxRecordAge:     e.ageOrNone(VarMaxRecordAge, MinRecordAge, MaxRecordAge),
+		InvokeIdentityARN: getenv(VarInvokeIdentityARN),
+		TargetTimeout:     e.duration(VarTargetTimeout, MaxTargetTimeout, TargetTimeoutLimit),
+
+		MaxRetryAttempts: e.intIn(VarMaxRetryAttempts, -1, RetryAttemptsLimit),
+		MaxRecordAge:     e.ageOrNone(VarMaxRecordAge, RecordAgeLimit),
 		BisectOnError:    e.boolean(VarBisectOnError),
 		OnFailure:        getenv(VarOnFailure),
-		BatchingWindow:   e.duration(VarBatchingWindow, 0, 0, reader.MaxBatchingWindow),
+		BatchingWindow:   e.duration(VarBatchingWindow, 0, BatchingWindowLimit),
 		Deaggregate:      e.boolean(VarDeaggregate),
+	}
+	if r.InvokeIdentityARN != "" {
+		if err := CheckInvokeIdentityARN(r.InvokeIdentityARN); err != nil {
+			e.errs = append(e.errs, &Error{Var: VarInvokeIdentityARN, Value: r.InvokeIdentityARN, Want: InvokeIdentityWant + ", the shardreader's own execution role"})
+		}
 	}
 	if r.OnFailure != "" {
 		if _, err := reader.ParseDestinationARN(r.OnFailure); err != nil {
@@ -218,19 +236,19 @@ func CoordinatorFromEnv(getenv func(string) string) (Coordinator, error) {
 		StateMachineARN: e.required(VarStateMachine, "the shard loop state machine's ARN"),
 		Target:          getenv(VarTarget),
 		Start:           getenv(VarStart),
-		CreateShards:    e.intIn(VarCreateShards, 0, 0, 10000),
-		Window:          e.duration(VarWindow, DefaultWindow, time.Second, 14*time.Minute),
+		CreateShards:    e.intIn(VarCreateShards, 0, CreateShardsLimit),
+		Window:          e.duration(VarWindow, DefaultWindow, WindowLimit),
 	}
 	if c.Stream != "" {
 		if _, err := shards.StreamName(c.Stream); err != nil {
 			e.errs = append(e.errs, &Error{Var: VarStream, Value: c.Stream, Want: "a stream name or a Kinesis stream ARN"})
 		}
 	}
-	// An unset start is no start: checkpoints always win (docs/design.md).
-	if c.Start != "" {
-		if _, err := reader.ParsePosition(c.Start); err != nil {
-			e.errs = append(e.errs, &Error{Var: VarStart, Value: c.Start, Want: "latest, horizon, timestamp:<unix ms> or sequence:<shard>:<seq>"})
-		}
+	// An unset start is no start: checkpoints always win (docs/operations.md).
+	if start, err := ParseStart(c.Start); err != nil {
+		e.errs = append(e.errs, &Error{Var: VarStart, Value: c.Start, Want: StartForms})
+	} else {
+		c.Start = start
 	}
 	return c, errors.Join(e.errs...)
 }

@@ -134,3 +134,61 @@ func TestReaderFromEnv_OnFailureRetryAttemptsRecordAgeBisectBatchingWindowDeaggr
 		t.Errorf("a window longer than the run: err = %v", err)
 	}
 }
+
+func TestReaderFromEnv_InvokeIdentityAndTargetTimeout(t *testing.T) {
+	base := map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f"}
+	r, err := lambdaenv.ReaderFromEnv(getenv(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InvokeIdentityARN != "" || r.TargetTimeout != 15*time.Minute {
+		t.Fatalf("defaults: identity %q, target timeout %s; want none and Lambda's 15m maximum", r.InvokeIdentityARN, r.TargetTimeout)
+	}
+	env := map[string]string{"SHARDLOOP_INVOKE_IDENTITY_ARN": "arn:aws:iam::123456789012:role/service-role/reader", "SHARDLOOP_TARGET_TIMEOUT": "30s"}
+	for k, v := range base {
+		env[k] = v
+	}
+	if r, err = lambdaenv.ReaderFromEnv(getenv(env)); err != nil || r.InvokeIdentityARN != env["SHARDLOOP_INVOKE_IDENTITY_ARN"] || r.TargetTimeout != 30*time.Second {
+		t.Fatalf("set: %+v, %v", r, err)
+	}
+	for k, v := range map[string]string{
+		"SHARDLOOP_INVOKE_IDENTITY_ARN": "arn:aws:iam::000000000000",
+		"SHARDLOOP_TARGET_TIMEOUT":      "16m",
+	} {
+		bad := map[string]string{k: v}
+		for bk, bv := range base {
+			bad[bk] = bv
+		}
+		if _, err := lambdaenv.ReaderFromEnv(getenv(bad)); !errors.Is(err, lambdaenv.ErrEnv) || !strings.Contains(err.Error(), k+"=") {
+			t.Errorf("%s=%s: err = %v, want one naming the variable", k, v, err)
+		}
+	}
+}
+
+func TestReaderFromEnv_PollIntervalBelowAShardsReadRateIsRefused(t *testing.T) {
+	_, err := lambdaenv.ReaderFromEnv(getenv(map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_POLL_INTERVAL": "50ms"}))
+	if !errors.Is(err, lambdaenv.ErrEnv) || !strings.Contains(err.Error(), "from 200ms to 1m0s") || !strings.Contains(err.Error(), "5 GetRecords calls a second") {
+		t.Fatalf("err = %v, want the range and its reason", err)
+	}
+}
+
+func TestCoordinatorFromEnv_StartTakesAnRFC3339TimeAsUnixMillis(t *testing.T) {
+	c, err := lambdaenv.CoordinatorFromEnv(getenv(map[string]string{
+		"SHARDLOOP_STREAM": "orders", "SHARDLOOP_LEASE_TABLE": "t",
+		"SHARDLOOP_STATE_MACHINE_ARN": "arn:aws:states:eu-west-1:123456789012:stateMachine:loop",
+		"SHARDLOOP_START_POSITION":    "timestamp:2023-11-14T22:13:20Z",
+	}))
+	if err != nil || c.Start != "timestamp:1700000000000" {
+		t.Fatalf("start = %q, %v; want timestamp:1700000000000", c.Start, err)
+	}
+}
+
+func TestParseStart_EmptyMeansNoneConfigured(t *testing.T) {
+	if s, err := lambdaenv.ParseStart(""); s != "" || err != nil {
+		t.Fatalf("ParseStart(\"\") = %q, %v; want it unchanged", s, err)
+	}
+	var we *lambdaenv.WantError
+	if _, err := lambdaenv.ParseStart("sequence:4959"); !errors.As(err, &we) || !strings.Contains(we.Want, "sequence:<shard id>:<sequence number>") {
+		t.Fatalf("ParseStart(sequence without shard) = %v", err)
+	}
+}

@@ -191,6 +191,9 @@ type StreamResult struct {
 	// are of an earlier incarnation and still held.
 	Deleted   []string
 	StaleRows []string
+	// Err is what went wrong in the stream's part of the pass, nil when
+	// nothing did (Pass also returns it, joined with the other streams').
+	Err error
 	// NextLapse is the earliest time a held lease of a listed, unfinished
 	// shard lapses by this coordinator's watch unless renewed (those taken
 	// in this pass included); zero when none is held.
@@ -204,6 +207,7 @@ func (c *Coordinator) Pass(ctx context.Context) (PassResult, error) {
 	var errs []error
 	for _, sub := range c.cfg.Subscriptions {
 		r, err := c.passOne(ctx, sub)
+		r.Err = err
 		if c.cfg.OnPass != nil {
 			c.cfg.OnPass(r)
 		}

@@ -37,6 +37,15 @@ const (
 	ReadThrottles      = "ReadThrottles"      // Count: throttled reads
 	AggregatedRecords  = "AggregatedRecords"  // Count: KPL-aggregated records skipped
 	MillisBehindLatest = "MillisBehindLatest" // Milliseconds: the most a shard was behind its tip in the interval
+	// StreamNotFound counts coordinator passes that found no stream of the
+	// configured name: nothing is read until it exists (infra/'s
+	// StreamNotFound alarm watches it).
+	StreamNotFound = "StreamNotFound"
+	// StaleConfiguration counts coordinator passes whose start position is
+	// older than the generation the stream's lease table records (a
+	// deployment of before a deploy, or the other of two deployments on one
+	// table): it changed nothing (docs/operations.md says what to do).
+	StaleConfiguration = "StaleConfiguration"
 )
 
 // CloudWatch units of the metrics.
@@ -48,7 +57,7 @@ const (
 // counterNames is the order counters appear in a line.
 var counterNames = []string{
 	RecordsDelivered, Batches, TargetErrors, GivenUpBatches, GivenUpRecords,
-	LeaseTakes, LeaseLosses, ShardEnds, ReadErrors, ReadThrottles, AggregatedRecords,
+	LeaseTakes, LeaseLosses, ShardEnds, ReadErrors, ReadThrottles, AggregatedRecords, StreamNotFound, StaleConfiguration,
 }
 
 // DefaultFlushInterval is how long counts gather before a hook call writes
@@ -235,11 +244,14 @@ type emfMetric struct {
 // a property of every line, for CloudWatch Logs Insights. The other counters
 // also carry [Stream, Shard]: they cost only in the hours they occur, and
 // then say which shard is in trouble.
-var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true}
+var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true, StreamNotFound: true, StaleConfiguration: true}
 
 // line is one shard's EMF object, or nil when nothing happened.
 func (r *Recorder) line(ts int64, k shardKey, c *counts) []byte {
-	doc := map[string]any{DimStream: k.stream, DimShard: k.shard}
+	doc := map[string]any{DimStream: k.stream}
+	if k.shard != "" {
+		doc[DimShard] = k.shard
+	}
 	var stream, shard []emfMetric
 	for _, name := range counterNames {
 		if v := c.n[name]; v != 0 {
@@ -351,4 +363,17 @@ func (r *Recorder) ShardEnd(stream, shardID string) {
 // LeaseTaken counts a lease the coordinator took to start a loop.
 func (r *Recorder) LeaseTaken(stream, shardID string) {
 	r.add(stream, shardID, LeaseTakes, 1)
+}
+
+// StreamNotFound counts a coordinator pass that found no stream of the
+// configured name. It carries the Stream dimension only.
+func (r *Recorder) StreamNotFound(stream string) {
+	r.add(stream, "", StreamNotFound, 1)
+}
+
+// StaleConfiguration counts a coordinator pass that changed nothing because
+// its start position is older than the stream's recorded generation. It
+// carries the Stream dimension only.
+func (r *Recorder) StaleConfiguration(stream string) {
+	r.add(stream, "", StaleConfiguration, 1)
 }

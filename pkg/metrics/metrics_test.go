@@ -334,3 +334,23 @@ func TestNew_RefusesANilWriterAndANegativeInterval(t *testing.T) {
 		t.Fatal("negative interval accepted")
 	}
 }
+
+func TestRecorder_StreamNotFoundIsAStreamMetricWithoutAShard(t *testing.T) {
+	var w syncBuffer
+	c := &clock{now: time.UnixMilli(1_800_000_000_000)}
+	r := newRecorder(t, &w, c, time.Minute)
+	r.StreamNotFound("orders")
+	r.StreamNotFound("orders")
+	r.Flush()
+	lines := parseAll(t, w.String())
+	if len(lines) != 1 {
+		t.Fatalf("got %d lines, want 1:\n%s", len(lines), w.String())
+	}
+	l := lines[0]
+	if l.Values["StreamNotFound"] != 2 || l.Dimensions["StreamNotFound"] != "[[Stream]]" || l.Units["StreamNotFound"] != "Count" || l.Dims["Stream"] != "orders" {
+		t.Fatalf("line %+v, want StreamNotFound=2 Count over [Stream] orders", l)
+	}
+	if _, ok := l.Dims["Shard"]; ok || strings.Contains(w.String(), `"Shard"`) {
+		t.Fatalf("a stream's line names a shard: %s", w.String())
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,8 +29,10 @@ type LambdaOptions struct {
 	Region string
 	// Qualifier is a version or alias of the function; empty for $LATEST.
 	Qualifier string
-	// InvokeIdentityARN goes into each record's invokeIdentityArn.
-	// Default "arn:aws:iam::000000000000:role/shardloop".
+	// InvokeIdentityARN goes into each record's invokeIdentityArn: the
+	// ARN of the role that invokes the target (on Lambda, the shardreader's
+	// execution role), as Lambda's trigger puts its own there. Empty writes
+	// an empty string: nothing is made up.
 	InvokeIdentityARN string
 	// MaxPayload caps one request's JSON payload. Default and maximum
 	// MaxLambdaPayload.
@@ -38,7 +42,9 @@ type LambdaOptions struct {
 // LambdaTarget delivers batches to a Lambda function, synchronously, with
 // exactly the payload Lambda's own Kinesis trigger sends
 // (events.KinesisEvent), so a handler written for that trigger works
-// unchanged. It reads events.KinesisEventResponse from the answer:
+// unchanged: the same fields in the same order, approximateArrivalTimestamp
+// as epoch seconds with exactly the record's milliseconds
+// (1545084650.987). It reads events.KinesisEventResponse from the answer:
 //
 //   - an empty answer, null, {} or an empty batchItemFailures: every record
 //     settled;
@@ -76,9 +82,6 @@ func NewLambdaTarget(client LambdaInvoker, function string, optFns ...func(*Lamb
 	for _, f := range optFns {
 		f(&o)
 	}
-	if o.InvokeIdentityARN == "" {
-		o.InvokeIdentityARN = "arn:aws:iam::000000000000:role/shardloop"
-	}
 	if o.MaxPayload == 0 {
 		o.MaxPayload = MaxLambdaPayload
 	}
@@ -104,50 +107,121 @@ func (t *LambdaTarget) FunctionInfo() (arn, version string) {
 	return t.function, "$LATEST"
 }
 
-// subRecord is the JSON of a user record of a de-aggregated KPL record: the
-// event record whose kinesis object has two more fields.
-type subRecord struct {
-	events.KinesisEventRecord
-	Kinesis subKinesis `json:"kinesis"`
-}
-
-type subKinesis struct {
-	events.KinesisRecord
-	SubSequenceNumber int64  `json:"subSequenceNumber"`
-	ExplicitHashKey   string `json:"explicitHashKey,omitempty"`
-}
-
-// Event builds the Kinesis event Lambda's own trigger would send for b
-// (without the sub-record fields of de-aggregated records, which Deliver
-// adds).
+// Event builds the Kinesis event Lambda's own trigger would send for b, as
+// aws-lambda-go's type (without the sub-record fields of de-aggregated
+// records). Deliver sends the same event, written field by field.
 func (t *LambdaTarget) Event(b Batch) events.KinesisEvent {
 	ev := events.KinesisEvent{Records: make([]events.KinesisEventRecord, len(b.Records))}
 	for i, r := range b.Records {
-		seq := aws.ToString(r.SequenceNumber)
+		w := t.record(b, i)
 		rec := events.KinesisEventRecord{
-			AwsRegion:         t.opts.Region,
-			EventID:           b.ShardID + ":" + seq,
-			EventName:         "aws:kinesis:record",
-			EventSource:       "aws:kinesis",
-			EventSourceArn:    b.StreamARN,
-			EventVersion:      "1.0",
-			InvokeIdentityArn: t.opts.InvokeIdentityARN,
+			AwsRegion:         w.AwsRegion,
+			EventID:           w.EventID,
+			EventName:         w.EventName,
+			EventSource:       w.EventSource,
+			EventSourceArn:    w.EventSourceARN,
+			EventVersion:      w.EventVersion,
+			InvokeIdentityArn: w.InvokeIdentityArn,
 			Kinesis: events.KinesisRecord{
-				Data:                 r.Data,
-				PartitionKey:         aws.ToString(r.PartitionKey),
-				SequenceNumber:       seq,
-				KinesisSchemaVersion: "1.0",
+				Data:                 w.Kinesis.Data,
+				EncryptionType:       w.Kinesis.EncryptionType,
+				PartitionKey:         w.Kinesis.PartitionKey,
+				SequenceNumber:       w.Kinesis.SequenceNumber,
+				KinesisSchemaVersion: w.Kinesis.KinesisSchemaVersion,
 			},
 		}
 		if r.ApproximateArrivalTimestamp != nil {
 			rec.Kinesis.ApproximateArrivalTimestamp = events.SecondsEpochTime{Time: *r.ApproximateArrivalTimestamp}
 		}
-		if r.EncryptionType != "" && r.EncryptionType != "NONE" {
-			rec.Kinesis.EncryptionType = string(r.EncryptionType)
-		}
 		ev.Records[i] = rec
 	}
 	return ev
+}
+
+// wireRecord is one record of the event as Lambda's Kinesis trigger writes
+// it, its fields in that order (see testdata/native-kinesis-event.json).
+type wireRecord struct {
+	Kinesis           wireKinesis `json:"kinesis"`
+	EventSource       string      `json:"eventSource"`
+	EventVersion      string      `json:"eventVersion"`
+	EventID           string      `json:"eventID"`
+	EventName         string      `json:"eventName"`
+	InvokeIdentityArn string      `json:"invokeIdentityArn"`
+	AwsRegion         string      `json:"awsRegion"`
+	EventSourceARN    string      `json:"eventSourceARN"`
+}
+
+type wireKinesis struct {
+	KinesisSchemaVersion        string       `json:"kinesisSchemaVersion"`
+	PartitionKey                string       `json:"partitionKey"`
+	SequenceNumber              string       `json:"sequenceNumber"`
+	Data                        []byte       `json:"data"`
+	ApproximateArrivalTimestamp epochSeconds `json:"approximateArrivalTimestamp"`
+	EncryptionType              string       `json:"encryptionType,omitempty"`
+	// The fields of a user record of a de-aggregated KPL record, as the
+	// kinesis-aggregation libraries name them.
+	SubSequenceNumber *int64 `json:"subSequenceNumber,omitempty"`
+	ExplicitHashKey   string `json:"explicitHashKey,omitempty"`
+}
+
+// epochSeconds is a time written as a JSON number of seconds since the
+// epoch with exactly its milliseconds, 1545084650.987, as Lambda writes
+// approximateArrivalTimestamp: built from the integer milliseconds, so no
+// float rounding shows (aws-lambda-go's SecondsEpochTime writes
+// 1796112598.6790001 for that one).
+type epochSeconds time.Time
+
+// MarshalJSON writes the seconds, then a point and the milliseconds
+// without trailing zeros when there are any: 1545084650.987, 1545084650.98,
+// 1545084650. The zero time is 0.
+func (e epochSeconds) MarshalJSON() ([]byte, error) {
+	t := time.Time(e)
+	if t.IsZero() {
+		return []byte("0"), nil
+	}
+	ms := t.UnixMilli()
+	if ms < 0 {
+		return strconv.AppendFloat(nil, float64(ms)/1000, 'f', -1, 64), nil
+	}
+	b := strconv.AppendInt(nil, ms/1000, 10)
+	if frac := ms % 1000; frac != 0 {
+		digits := []byte{'.', byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+		b = append(b, bytes.TrimRight(digits, "0")...)
+	}
+	return b, nil
+}
+
+// record is record i of b as the event carries it.
+func (t *LambdaTarget) record(b Batch, i int) wireRecord {
+	r := b.Records[i]
+	seq := aws.ToString(r.SequenceNumber)
+	w := wireRecord{
+		Kinesis: wireKinesis{
+			KinesisSchemaVersion: "1.0",
+			PartitionKey:         aws.ToString(r.PartitionKey),
+			SequenceNumber:       seq,
+			Data:                 r.Data,
+		},
+		EventSource:       "aws:kinesis",
+		EventVersion:      "1.0",
+		EventID:           b.ShardID + ":" + seq,
+		EventName:         "aws:kinesis:record",
+		InvokeIdentityArn: t.opts.InvokeIdentityARN,
+		AwsRegion:         t.opts.Region,
+		EventSourceARN:    b.StreamARN,
+	}
+	if r.ApproximateArrivalTimestamp != nil {
+		w.Kinesis.ApproximateArrivalTimestamp = epochSeconds(*r.ApproximateArrivalTimestamp)
+	}
+	if r.EncryptionType != "" && r.EncryptionType != "NONE" {
+		w.Kinesis.EncryptionType = string(r.EncryptionType)
+	}
+	if sub := b.Sub(i); sub.Aggregated {
+		w.EventID = fmt.Sprintf("%s:%d", w.EventID, sub.SubSequenceNumber)
+		w.Kinesis.SubSequenceNumber = aws.Int64(sub.SubSequenceNumber)
+		w.Kinesis.ExplicitHashKey = sub.ExplicitHashKey
+	}
+	return w
 }
 
 // The JSON of {"Records":[r1,r2]} is exactly head + r1 + "," + r2 + tail.
@@ -158,21 +232,16 @@ const (
 
 // Deliver implements Target.
 func (t *LambdaTarget) Deliver(ctx context.Context, b Batch) (int, error) {
-	ev := t.Event(b)
-	sizes := make([]int, len(ev.Records))
-	parts := make([][]byte, len(ev.Records))
-	for i, r := range ev.Records {
-		var v any = r
-		if sub := b.Sub(i); sub.Aggregated {
-			r.EventID = fmt.Sprintf("%s:%d", r.EventID, sub.SubSequenceNumber)
-			ev.Records[i].EventID = r.EventID
-			v = subRecord{KinesisEventRecord: r, Kinesis: subKinesis{KinesisRecord: r.Kinesis, SubSequenceNumber: sub.SubSequenceNumber, ExplicitHashKey: sub.ExplicitHashKey}}
-		}
-		p, err := json.Marshal(v)
+	seqs := make([]string, len(b.Records))
+	sizes := make([]int, len(b.Records))
+	parts := make([][]byte, len(b.Records))
+	for i := range b.Records {
+		r := t.record(b, i)
+		p, err := json.Marshal(r)
 		if err != nil {
 			return 0, fmt.Errorf("reader: marshal record %s: %w", r.EventID, err)
 		}
-		parts[i], sizes[i] = p, len(p)
+		parts[i], sizes[i], seqs[i] = p, len(p), r.Kinesis.SequenceNumber
 		if n := len(eventHead) + len(p) + len(eventTail); n > t.opts.MaxPayload {
 			return 0, &RecordTooLargeError{ShardID: b.ShardID, Seq: r.Kinesis.SequenceNumber, Size: n, Limit: t.opts.MaxPayload}
 		}
@@ -200,7 +269,7 @@ func (t *LambdaTarget) Deliver(ctx context.Context, b Batch) (int, error) {
 			buf.Write(parts[i])
 		}
 		buf.WriteString(eventTail)
-		n, err := t.invoke(ctx, buf.Bytes(), ev.Records[start:end])
+		n, err := t.invoke(ctx, buf.Bytes(), seqs[start:end])
 		if err != nil || n < end-start {
 			return start + n, err
 		}
@@ -209,8 +278,9 @@ func (t *LambdaTarget) Deliver(ctx context.Context, b Batch) (int, error) {
 	return len(parts), nil
 }
 
-// invoke sends one request and returns how many of its records settled.
-func (t *LambdaTarget) invoke(ctx context.Context, payload []byte, recs []events.KinesisEventRecord) (int, error) {
+// invoke sends one request and returns how many of its records, whose
+// sequence numbers are seqs, settled.
+func (t *LambdaTarget) invoke(ctx context.Context, payload []byte, seqs []string) (int, error) {
 	in := &lambda.InvokeInput{
 		FunctionName:   aws.String(t.function),
 		InvocationType: ltypes.InvocationTypeRequestResponse,
@@ -223,11 +293,11 @@ func (t *LambdaTarget) invoke(ctx context.Context, payload []byte, recs []events
 	if err != nil {
 		return 0, fmt.Errorf("reader: invoke target %s: %w", t.function, err)
 	}
-	return t.settled(out, recs)
+	return t.settled(out, seqs)
 }
 
 // settled reads one answer.
-func (t *LambdaTarget) settled(out *lambda.InvokeOutput, recs []events.KinesisEventRecord) (int, error) {
+func (t *LambdaTarget) settled(out *lambda.InvokeOutput, seqs []string) (int, error) {
 	body := bytes.TrimSpace(out.Payload)
 	var resp struct {
 		ErrorMessage      *string                          `json:"errorMessage"`
@@ -251,15 +321,15 @@ func (t *LambdaTarget) settled(out *lambda.InvokeOutput, recs []events.KinesisEv
 		return 0, &FunctionError{Function: t.function, Kind: "body", Type: resp.ErrorType, Message: *resp.ErrorMessage}
 	}
 	if len(resp.BatchItemFailures) == 0 {
-		return len(recs), nil
+		return len(seqs), nil
 	}
-	index := make(map[string]int, len(recs))
-	for i, r := range recs {
-		if _, dup := index[r.Kinesis.SequenceNumber]; !dup { // user records of one aggregate share it
-			index[r.Kinesis.SequenceNumber] = i
+	index := make(map[string]int, len(seqs))
+	for i, seq := range seqs {
+		if _, dup := index[seq]; !dup { // user records of one aggregate share it
+			index[seq] = i
 		}
 	}
-	first := len(recs)
+	first := len(seqs)
 	for _, f := range resp.BatchItemFailures {
 		i, ok := index[f.ItemIdentifier]
 		if !ok {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,7 @@ func batchOf(recs []types.Record) Batch {
 
 func TestLambdaTarget_SendsLambdasOwnKinesisEvent(t *testing.T) {
 	var got map[string]any
+	const role = "arn:aws:iam::123456789012:role/reader"
 	lt := newLambdaTarget(t, invokeFunc(func(_ context.Context, in *lambda.InvokeInput) (*lambda.InvokeOutput, error) {
 		if aws.ToString(in.FunctionName) != "target-fn" || in.InvocationType != "RequestResponse" {
 			t.Errorf("invoke %s %s", aws.ToString(in.FunctionName), in.InvocationType)
@@ -79,7 +82,7 @@ func TestLambdaTarget_SendsLambdasOwnKinesisEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 		return ok(""), nil
-	}))
+	}), func(o *LambdaOptions) { o.InvokeIdentityARN = role })
 	recs := records("", 1, 3)
 	n, err := lt.Deliver(context.Background(), batchOf(recs))
 	if n != 1 || err != nil {
@@ -91,7 +94,7 @@ func TestLambdaTarget_SendsLambdasOwnKinesisEvent(t *testing.T) {
 		"awsRegion": "eu-west-1", "eventSource": "aws:kinesis", "eventVersion": "1.0",
 		"eventName": "aws:kinesis:record", "eventSourceARN": testARN,
 		"eventID":           "shardId-000000000003:" + aws.ToString(recs[0].SequenceNumber),
-		"invokeIdentityArn": "arn:aws:iam::000000000000:role/shardloop",
+		"invokeIdentityArn": role,
 	}
 	for key, v := range want {
 		if rec[key] != v {
@@ -266,5 +269,76 @@ func TestNewLambdaTarget_Validates(t *testing.T) {
 	}
 	if _, err := NewLambdaTarget(c, "f", func(o *LambdaOptions) { o.Region = "r"; o.MaxPayload = MaxLambdaPayload + 1 }); !errors.Is(err, ErrInvalid) {
 		t.Errorf("payload over the limit: %v", err)
+	}
+}
+
+// One delivered event, byte for byte, against the event Lambda's own
+// Kinesis trigger sends (its fields, their order, the number form of
+// approximateArrivalTimestamp), compacted.
+func TestLambdaTarget_DeliversTheNativeEventByteForByte(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("testdata", "native-kinesis-event.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if err := json.Compact(&want, fixture); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	lt, err := NewLambdaTarget(invokeFunc(func(_ context.Context, in *lambda.InvokeInput) (*lambda.InvokeOutput, error) {
+		got = in.Payload
+		return ok(""), nil
+	}), "orders-handler", func(o *LambdaOptions) {
+		o.Region = "eu-central-1"
+		o.InvokeIdentityARN = "arn:aws:iam::210987654321:role/orders-shardreader"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Batch{Stream: "orders", StreamARN: "arn:aws:kinesis:eu-central-1:210987654321:stream/orders", ShardID: "shardId-000000000002",
+		Records: []types.Record{{
+			Data:                        []byte(`{"order":4711,"total":"19.90"}`),
+			PartitionKey:                aws.String("order-4711"),
+			SequenceNumber:              aws.String("49654212981120359434557230671345026838424305384936783874"),
+			ApproximateArrivalTimestamp: aws.Time(time.UnixMilli(1796112598679)),
+			EncryptionType:              types.EncryptionTypeNone,
+		}, {
+			Data:                        []byte(`{"order":4712,"total":"5.00"}`),
+			PartitionKey:                aws.String("order-4712"),
+			SequenceNumber:              aws.String("49654212981120359434557230671346235764243920014111490050"),
+			ApproximateArrivalTimestamp: aws.Time(time.UnixMilli(1796112599080)),
+			EncryptionType:              types.EncryptionTypeKms,
+		}}}
+	if n, err := lt.Deliver(t.Context(), b); n != 2 || err != nil {
+		t.Fatalf("Deliver = %d, %v", n, err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("delivered event differs from the native one\n got: %s\nwant: %s", got, want.Bytes())
+	}
+}
+
+func TestEpochSeconds_ExactMillisecondsWithoutFloatNoise(t *testing.T) {
+	for _, c := range []struct {
+		ms   int64
+		want string
+	}{
+		{1796112598679, "1796112598.679"},
+		{1796112598600, "1796112598.6"},
+		{1796112598060, "1796112598.06"},
+		{1796112598001, "1796112598.001"},
+		{1796112598000, "1796112598"},
+		{1700000000123, "1700000000.123"},
+		{123, "0.123"},
+	} {
+		b, err := json.Marshal(epochSeconds(time.UnixMilli(c.ms)))
+		if err != nil || string(b) != c.want {
+			t.Errorf("%d ms = %s, %v; want %s", c.ms, b, err, c.want)
+		}
+		// aws-lambda-go reads the number through a float64 and truncates to
+		// the nanosecond, so it reads the native event a hair early too.
+		var back events.SecondsEpochTime
+		if err := json.Unmarshal(b, &back); err != nil || back.Round(time.Millisecond).UnixMilli() != c.ms {
+			t.Errorf("%s reads back as %d ms (%v), want %d", b, back.Round(time.Millisecond).UnixMilli(), err, c.ms)
+		}
 	}
 }

@@ -71,6 +71,22 @@ func ParsePosition(s string) (Position, error) {
 	return Position{}, &InvalidError{Field: "position", Value: s, Want: positionForms}
 }
 
+// ParseUserPosition reads a position as people write it: every form
+// ParsePosition reads, and timestamp:<RFC 3339 time> (any offset; what is
+// finer than a millisecond is dropped). String of the result is the text
+// form ParsePosition reads, the one lease rows record.
+func ParseUserPosition(s string) (Position, error) {
+	rest, isTime := strings.CutPrefix(s, string(Timestamp)+":")
+	if !isTime || isDecimal(rest) {
+		return ParsePosition(s)
+	}
+	t, err := time.Parse(time.RFC3339Nano, rest)
+	if err != nil || t.UnixMilli() < 0 {
+		return Position{}, &InvalidError{Field: "position timestamp", Value: s, Want: "timestamp:<unix milliseconds> or timestamp:<RFC 3339 time>, e.g. timestamp:2026-01-02T15:04:05Z, not before 1970"}
+	}
+	return Position{Kind: Timestamp, At: time.UnixMilli(t.UnixMilli()).UTC()}, nil
+}
+
 // String returns the text form that ParsePosition reads.
 func (p Position) String() string {
 	switch p.Kind {

@@ -1,0 +1,265 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/internal/awsconf"
+	"github.com/shardloop/shardloop/internal/emulators"
+	"github.com/shardloop/shardloop/internal/handlers"
+	"github.com/shardloop/shardloop/internal/lambdaenv"
+	"github.com/shardloop/shardloop/internal/testaws"
+	"github.com/shardloop/shardloop/pkg/coordinator"
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+func TestMain(m *testing.M) { os.Exit(testaws.Main(m)) }
+
+// localAWS points the SDK's endpoint variables at the emulators (and at
+// lambdaURL for Lambda) and loads the config the functions would.
+func localAWS(t *testing.T, lambdaURL string) aws.Config {
+	t.Helper()
+	t.Setenv("AWS_ENDPOINT_URL_KINESIS", testaws.Endpoint(t, emulators.Kinesis))
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", testaws.Endpoint(t, emulators.DynamoDB))
+	if lambdaURL != "" {
+		t.Setenv("AWS_ENDPOINT_URL_LAMBDA", lambdaURL)
+	}
+	t.Setenv("AWS_REGION", testaws.Region)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	cfg, err := awsconf.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// emfCounts sums one metric over the EMF lines written so far.
+func emfCounts(t *testing.T, out string, metric string) float64 {
+	t.Helper()
+	var n float64
+	for line := range strings.Lines(out) {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if f, ok := v[metric].(float64); ok {
+			n += f
+		}
+	}
+	return n
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A stream that does not exist is not a silent loop: every pass counts
+// StreamNotFound once (the stack's alarm watches it) and logs an error
+// naming the stream and the variable.
+func TestCoordinator_MissingStreamCountsStreamNotFoundOncePerPass(t *testing.T) {
+	cfg := localAWS(t, "")
+	stream := testaws.Name(t)
+	var emf, logs lockedBuffer
+	h, err := handlers.NewCoordinator(lambdaenv.Coordinator{
+		Stream: stream, Table: testaws.Name(t), StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop",
+		Start: "latest", Window: time.Second,
+	}, cfg, slog.New(slog.NewTextHandler(&logs, nil)), handlers.WithMetrics(&emf),
+		handlers.WithStarter(coordinator.StarterFunc(func(context.Context, coordinator.Loop) error { return nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := h.Handle(t.Context(), json.RawMessage(`{"nudge":true}`)); err == nil {
+			t.Fatal("a nudged pass over a missing stream succeeded")
+		}
+		if got := emfCounts(t, emf.String(), "StreamNotFound"); got != float64(i+1) {
+			t.Fatalf("after %d passes StreamNotFound = %v, want %d\n%s", i+1, got, i+1, emf.String())
+		}
+	}
+	if err := h.Handle(t.Context(), json.RawMessage(`{}`)); err == nil { // the schedule: a 1 s window is one pass
+		t.Fatal("a scheduled run over a missing stream succeeded")
+	}
+	if got := emfCounts(t, emf.String(), "StreamNotFound"); got != 3 {
+		t.Fatalf("after 3 passes StreamNotFound = %v, want 3", got)
+	}
+	if !strings.Contains(emf.String(), `"Stream":"`+stream+`"`) {
+		t.Errorf("the metric's Stream dimension is not %s:\n%s", stream, emf.String())
+	}
+	if l := logs.String(); !strings.Contains(l, "the stream does not exist") || !strings.Contains(l, stream) || !strings.Contains(l, lambdaenv.VarStream) {
+		t.Errorf("logs do not say the stream %s is missing and name %s:\n%s", stream, lambdaenv.VarStream, l)
+	}
+}
+
+// A coordinator configured with the stream's name starts loops that carry
+// its ARN, resolved with DescribeStreamSummary, so the records'
+// eventSourceARN is set.
+func TestCoordinator_StreamByNameStartsLoopsWithItsARN(t *testing.T) {
+	cfg := localAWS(t, "")
+	kc, dc := testaws.Kinesis(t), testaws.Dynamo(t)
+	stream, table := testaws.Name(t), testaws.Name(t)
+	if _, err := shards.CreateIfMissing(t.Context(), kc, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.CreateTable(t.Context(), dc, table); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var loops []coordinator.Loop
+	h, err := handlers.NewCoordinator(lambdaenv.Coordinator{
+		Stream: stream, Table: table, StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop",
+		Start: "latest", Window: time.Second,
+	}, cfg, slog.New(slog.DiscardHandler), handlers.WithStarter(coordinator.StarterFunc(func(_ context.Context, l coordinator.Loop) error {
+		mu.Lock()
+		defer mu.Unlock()
+		loops = append(loops, l)
+		return nil
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(t.Context(), json.RawMessage(`{"nudge":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	want, err := handlers.StreamARN(t.Context(), kc, stream)
+	if err != nil || !strings.HasPrefix(want, "arn:aws:kinesis:") {
+		t.Fatalf("StreamARN = %q, %v", want, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(loops) != 1 || loops[0].StreamARN != want || loops[0].Stream != stream {
+		t.Fatalf("loops started %+v, want one for %s with StreamARN %s", loops, stream, want)
+	}
+}
+
+// lambdaPeer answers the Lambda Invoke API on loopback and keeps each
+// payload.
+type lambdaPeer struct {
+	mu       sync.Mutex
+	payloads [][]byte
+}
+
+func (p *lambdaPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/2015-03-31/functions/") {
+		http.NotFound(w, r)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	p.mu.Lock()
+	p.payloads = append(p.payloads, b)
+	p.mu.Unlock()
+	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
+	_, _ = w.Write([]byte(`{}`))
+}
+
+func (p *lambdaPeer) events(t *testing.T) []map[string]any {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var recs []map[string]any
+	for _, b := range p.payloads {
+		var ev struct{ Records []map[string]any }
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatalf("payload %s: %v", b, err)
+		}
+		recs = append(recs, ev.Records...)
+	}
+	return recs
+}
+
+// A loop state without a streamArn (started before the coordinator
+// resolved it) still delivers records whose eventSourceARN is the stream's
+// ARN, and whose invokeIdentityArn is the shardreader's role.
+func TestShardReader_RecordsCarryTheStreamARNAndTheReadersRole(t *testing.T) {
+	peer := &lambdaPeer{}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	cfg := localAWS(t, srv.URL)
+	kc, dc := testaws.Kinesis(t), testaws.Dynamo(t)
+	stream, table := testaws.Name(t), testaws.Name(t)
+	if _, err := shards.CreateIfMissing(t.Context(), kc, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.CreateTable(t.Context(), dc, table); err != nil {
+		t.Fatal(err)
+	}
+	store, err := lease.NewDynamoStore(dc, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shard = "shardId-000000000000"
+	if _, err := store.SetStart(t.Context(), stream, shard, lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"), Data: []byte("r0")}); err != nil {
+		t.Fatal(err)
+	}
+	const role = "arn:aws:iam::000000000000:role/shardloop-reader"
+	h, err := handlers.NewShardReader(lambdaenv.Reader{
+		Table: table, Target: "target-fn", BatchSize: 10, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Second,
+		MaxIterations: 10, MaxRetryAttempts: -1, InvokeIdentityARN: role, TargetTimeout: time.Minute,
+	}, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	next, err := h.Handle(ctx, reader.State{Stream: stream, ShardID: shard, Owner: "loop-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := handlers.StreamARN(ctx, kc, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := peer.events(t)
+	if len(recs) != 1 {
+		t.Fatalf("delivered %d records, want 1", len(recs))
+	}
+	if recs[0]["eventSourceARN"] != want || recs[0]["invokeIdentityArn"] != role {
+		t.Fatalf("record eventSourceARN %v, invokeIdentityArn %v; want %s, %s", recs[0]["eventSourceARN"], recs[0]["invokeIdentityArn"], want, role)
+	}
+	if next.StreamARN != want {
+		t.Fatalf("next state's streamArn = %q, want %s carried on", next.StreamARN, want)
+	}
+}
+
+func TestStreamARN_MissingStreamIsResourceNotFound(t *testing.T) {
+	_, err := handlers.StreamARN(t.Context(), testaws.Kinesis(t), testaws.Name(t))
+	var rnf *ktypes.ResourceNotFoundException
+	if !handlers.StreamMissing(err) || !errors.As(err, &rnf) {
+		t.Fatalf("err = %v, want a ResourceNotFoundException", err)
+	}
+}
