@@ -260,7 +260,15 @@ func TestPass_HorizonGenerationRereadsClosedShardsParentsFirst(t *testing.T) {
 	children := pass(t, old)
 	settle(t, store, children.Started, "1")
 
-	res := pass(t, newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{}))
+	// The new generation revokes the children's leases: they are taken again
+	// once their counters stood still for a lease duration (their holders
+	// have stopped by then).
+	cfg := sub(stream, "horizon")
+	cfg.LeaseDuration = 300 * time.Millisecond
+	c := newCoordinator(t, cfg, store, kc, &recorder{})
+	pass(t, c)
+	time.Sleep(400 * time.Millisecond)
+	res := pass(t, c)
 	if got := shardsOf(res.Started); !slices.Equal(got, []string{"shardId-000000000000"}) {
 		t.Fatalf("started %v, want the parent first", got)
 	}
@@ -284,7 +292,9 @@ func TestPass_StreamCreatedAgainUnderTheSameNameIsNotWedged(t *testing.T) {
 			kc := testaws.Kinesis(t)
 			stream := newStream(t, kc, 1)
 			store := memStore(t)
-			c := newCoordinator(t, sub(stream, start), store, kc, &recorder{})
+			cfg := sub(stream, start)
+			cfg.LeaseDuration = 300 * time.Millisecond
+			c := newCoordinator(t, cfg, store, kc, &recorder{})
 			first := pass(t, c)
 			settle(t, store, first.Started, lease.ShardEnd) // held by a loop that is gone
 
@@ -304,11 +314,16 @@ func TestPass_StreamCreatedAgainUnderTheSameNameIsNotWedged(t *testing.T) {
 				return err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE"
 			})
 			res := pass(t, c)
-			if res.Step != "begin" || len(res.Started) != 1 {
-				t.Fatalf("pass over the new incarnation = %+v, want a new generation and shard 0 started", res)
+			if res.Step != "begin" || !res.StartRecorded {
+				t.Fatalf("pass over the new incarnation = %+v, want a new generation recorded on shard 0", res)
+			}
+			// The old loop's lease is revoked; it is taken once it lapsed.
+			time.Sleep(400 * time.Millisecond)
+			if res := pass(t, c); len(res.Started) != 1 {
+				t.Fatalf("pass after the old lease lapsed = %+v, want shard 0 started", res)
 			}
 			r := rowsOf(t, store, stream)["shardId-000000000000"]
-			if r.Finished() || r.Checkpoint != "" || r.Incarnation != res.Generation.Incarnation || r.Incarnation == 0 {
+			if r.Finished() || r.Checkpoint != "" || r.Incarnation != res.Generation.Incarnation || r.Incarnation == 0 || r.Revoked {
 				t.Fatalf("shard 0 row = %+v, want a fresh row of the new incarnation", r)
 			}
 		})

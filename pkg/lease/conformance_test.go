@@ -336,8 +336,8 @@ var conformanceCases = []struct {
 		ok, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "timestamp:5", Generation: "g2", Order: 2})
 		must(t, err)
 		got, _ := s.Get(ctx, stream, "s1")
-		if !ok || got.Start != "timestamp:5" || got.Generation != "g2" || got.GenerationOrder != 2 || got.StartApplied || got.Owner != "" || got.Checkpoint != "9" {
-			t.Fatalf("after SetStart g2 = %+v (changed %v), want the start recorded, the owner cleared, the checkpoint kept", got, ok)
+		if !ok || got.Start != "timestamp:5" || got.Generation != "g2" || got.GenerationOrder != 2 || got.StartApplied || !got.Revoked || got.Owner != "A" || got.Checkpoint != "9" {
+			t.Fatalf("after SetStart g2 = %+v (changed %v), want the start recorded, A's lease revoked, the checkpoint kept", got, ok)
 		}
 		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("renew by the g1 owner after SetStart g2: err = %v, want ErrNotOwner", err)
@@ -396,11 +396,50 @@ var conformanceCases = []struct {
 			t.Fatalf("SetStart over an earlier incarnation: changed %v, err %v", ok, err)
 		}
 		got, _ := s.Get(ctx, stream, "s1")
-		if got.Incarnation != 200 || got.Owner != "" || got.Start != "timestamp:9" || got.GenerationOrder != 1 || got.Checkpoint != "" || got.Finished() {
+		if got.Incarnation != 200 || !got.Revoked || got.Start != "timestamp:9" || got.GenerationOrder != 1 || got.Checkpoint != "" || got.Finished() {
 			t.Fatalf("row = %+v, want the new incarnation's start and no checkpoint", got)
 		}
 		if ok, _ := s.SetStart(ctx, stream, "s1", st); ok {
 			t.Fatal("a second IfAbsent of the same incarnation changed the row")
+		}
+	}},
+	{"RevokedLeaseIsTakenOnlyByItsLoopOrOnceItLapsed", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		for _, shard := range []string{"s1", "s2"} {
+			noErr(t)(s.Take(ctx, stream, shard, "loop/r1"))
+			_, err := s.SetStart(ctx, stream, shard, lease.Start{Position: "horizon", Generation: "g", Order: 1})
+			must(t, err)
+			if _, err := s.Checkpoint(ctx, stream, shard, "loop/r1", "5"); !errors.Is(err, lease.ErrNotOwner) {
+				t.Fatalf("checkpoint of a revoked lease: err = %v, want ErrNotOwner", err)
+			}
+			if _, err := s.Pin(ctx, stream, shard, "loop/r1", "timestamp:1"); !errors.Is(err, lease.ErrNotOwner) {
+				t.Fatalf("pin of a revoked lease: err = %v, want ErrNotOwner", err)
+			}
+			// Until a taker has watched it lapse, nobody else may take it:
+			// its holder may still be delivering until its next renewal.
+			if _, err := s.Take(ctx, stream, shard, "other"); !errors.Is(err, lease.ErrHeld) {
+				t.Fatalf("take of a revoked lease: err = %v, want ErrHeld", err)
+			}
+		}
+		// The loop's next run takes it at once, and may write again.
+		l, err := s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop"))
+		must(t, err)
+		if l.Revoked {
+			t.Fatalf("take by the loop's next run = %+v, want it no longer revoked", l)
+		}
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "loop/r2", "6"))
+		// Another owner takes it once its counter stood still.
+		got, _ := s.Get(ctx, stream, "s2")
+		l, err = s.Take(ctx, stream, "s2", "other", lease.IfCounter(got.Counter))
+		must(t, err)
+		if l.Revoked || l.Owner != "other" {
+			t.Fatalf("take of a lapsed revoked lease = %+v", l)
+		}
+		// A revoked lease may still be released.
+		_, err = s.SetStart(ctx, stream, "s2", lease.Start{Position: "horizon", Generation: "g", Order: 2})
+		must(t, err)
+		must(t, s.Release(ctx, stream, "s2", "other"))
+		if got, _ := s.Get(ctx, stream, "s2"); got.Owner != "" || got.Revoked {
+			t.Fatalf("after release = %+v", got)
 		}
 	}},
 	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
@@ -519,8 +558,8 @@ var conformanceCases = []struct {
 		}
 		l, err := s.Reset(ctx, stream, "s1", "horizon", true)
 		must(t, err)
-		if l.Owner != "" || l.Start != "horizon" || l.StartApplied || l.Generation != "g1" || l.Checkpoint != "100" {
-			t.Fatalf("forced reset = %+v, want no owner, start horizon not applied, generation g1 and checkpoint kept", l)
+		if !l.Revoked || l.Start != "horizon" || l.StartApplied || l.Generation != "g1" || l.Checkpoint != "100" {
+			t.Fatalf("forced reset = %+v, want A's lease revoked, start horizon not applied, generation g1 and checkpoint kept", l)
 		}
 		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("renew by the holder after a forced reset: err = %v, want ErrNotOwner", err)
@@ -535,7 +574,7 @@ var conformanceCases = []struct {
 		if got.Start != "horizon" || got.StartApplied {
 			t.Fatalf("row after reset = %+v", got)
 		}
-		noErr(t)(s.Take(ctx, stream, "s1", "B"))
+		noErr(t)(s.Take(ctx, stream, "s1", "B", lease.IfCounter(got.Counter))) // once A's lease lapsed
 		l, err = s.Checkpoint(ctx, stream, "s1", "B", "5")
 		must(t, err)
 		if !l.StartApplied {

@@ -1,26 +1,38 @@
 // Package lease is shardloop's lease table: one row per shard recording which
-// owner reads it, until when, and how far it has read.
+// owner reads it, how far it has read, and where it opens next; and one row
+// per stream recording its start generation.
 //
 // A lease lasts DefaultDuration (10 s) and its holder renews it every
 // DefaultRenewInterval (3 s). Every write is conditional:
 //
-//   - Take succeeds when the row has no owner, has this owner, or has expired;
+//   - Take succeeds when the row has no owner, has this owner (or one of its
+//     loop's runs, WithOwnerFamily), or still has the counter the taker saw
+//     stand still for a lease duration on its own clock (IfCounter);
 //     otherwise it fails with ErrHeld.
-//   - Renew, Checkpoint and Release succeed only while the row names this
-//     owner; otherwise they fail with ErrNotOwner. A reader that gets
-//     ErrNotOwner has lost its shard and must stop without writing again.
-//   - Reset is the operator's write (shardloop reset): it moves where the
-//     shard opens next and clears the owner, refused with ErrHeld while a
-//     live owner holds the row unless forced.
+//   - Renew, Checkpoint and Pin succeed only while the row names this owner
+//     and its lease was not revoked; Release while it names this owner.
+//     Otherwise they fail with ErrNotOwner: a reader that gets it has lost
+//     its shard and must stop without writing again.
+//   - SetStart records a generation's start on a row, conditional on the
+//     generation's order, and revokes the holder's lease; Reset is the
+//     operator's write (shardloop reset), which does the same with a position
+//     of the operator's choosing, refused with ErrHeld while an owner holds
+//     the row unless forced. A revoked holder stops at its next renewal; the
+//     row is taken again once its lease has lapsed.
+//   - PutGeneration writes a stream's generation record over the order it
+//     read, or fails with ErrChanged.
+//
+// Expiry is judged without trusting any clock but the taker's, as the
+// Kinesis Client Library does: an Observer deems a lease lapsed once it has
+// seen the row's owner and counter unchanged for a lease duration, and the
+// take is conditional on that counter. A Holder, on its side, stops acting
+// before its last good renewal's send time + the lease − a margin, so
+// whatever the skew between the two hosts, never do two owners act on one
+// shard at once. The Expiry written on the row is the holder's clock's, for
+// operators.
 //
 // WithLag wraps a store so that each checkpoint also records how far behind
 // the tip the reader was (MillisBehind, LagAt), which shardloop status shows.
-//
-// Expiry is judged by the clock of the process that writes: a take succeeds
-// when the stored expiry is not after the taker's now. Hosts whose clocks
-// disagree by more than a few seconds (Lambda's are kept in sync; a laptop
-// running `shardloop run` against a shared table may not be) can take a
-// live lease early, which costs duplicates, not records.
 //
 // Rows are keyed by stream name and shard id together, because shard ids
 // repeat across streams. Stream names, never ARNs, go into the key.

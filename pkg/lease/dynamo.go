@@ -30,6 +30,7 @@ const (
 	attrLagAt        = "lease_lag_at" // epoch milliseconds
 	attrGenOrder     = "generation_order"
 	attrIncarnation  = "stream_incarnation" // the stream's creation, epoch milliseconds
+	attrRevoked      = "lease_revoked"
 
 	// The generation record, a row of its own keyed "<stream>#generation".
 	// It has no "stream" attribute, so List's filter never returns it.
@@ -110,6 +111,7 @@ type row struct {
 	LagAt        int64    `dynamodbav:"lease_lag_at,omitempty"`
 	GenOrder     int64    `dynamodbav:"generation_order,omitempty"`
 	Incarnation  int64    `dynamodbav:"stream_incarnation,omitempty"`
+	Revoked      bool     `dynamodbav:"lease_revoked,omitempty"`
 }
 
 // genRow is a stream's generation record as stored.
@@ -138,6 +140,7 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 		Checkpoint: r.Checkpoint, ParentShardIDs: r.Parents,
 		Start: r.Start, Generation: r.Generation, StartApplied: r.StartApplied,
 		MillisBehind: r.MillisBehind, GenerationOrder: r.GenOrder, Incarnation: r.Incarnation,
+		Revoked: r.Revoked && r.Owner != "", // a revoked mark outlives its owner only until the next take
 	}
 	if r.Expiry != 0 {
 		l.Expiry = time.UnixMilli(r.Expiry)
@@ -195,6 +198,19 @@ func heldBy(owner string) expression.ConditionBuilder {
 	return expression.Name(attrOwner).Equal(expression.Value(owner))
 }
 
+// revoke marks the holder's lease revoked (see Lease.Revoked). It is set
+// whether or not the row has an owner (an update cannot tell); on a row
+// without one it means nothing and the next take removes it.
+func revoke(upd expression.UpdateBuilder) expression.UpdateBuilder {
+	return upd.Set(expression.Name(attrRevoked), expression.Value(true))
+}
+
+// writableBy is true while owner holds the row and its lease is not
+// revoked: what a renew, checkpoint or pin needs.
+func writableBy(owner string) expression.ConditionBuilder {
+	return heldBy(owner).And(expression.AttributeNotExists(expression.Name(attrRevoked)))
+}
+
 // counterIs is true when the row's counter is c (a row never taken has
 // none: counter 0).
 func counterIs(c int64) expression.ConditionBuilder {
@@ -223,6 +239,7 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 		cond = expression.Or(cond, counterIs(o.counter))
 	}
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
+		Remove(expression.Name(attrRevoked)).
 		Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
 		Add(expression.Name(attrCounter), expression.Value(1)).
 		Set(expression.Name(attrStream), expression.Value(stream)).
@@ -247,7 +264,7 @@ func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string) 
 	}
 	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(s.opts.Clock().Add(s.opts.Duration)))).
 		Add(expression.Name(attrCounter), expression.Value(1))
-	out, err := s.update(ctx, "renew", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	out, err := s.update(ctx, "renew", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -286,7 +303,7 @@ func (s *DynamoStore) checkpoint(ctx context.Context, stream, shardID, owner, se
 		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*millisBehind)).
 			Set(expression.Name(attrLagAt), expression.Value(ms(s.opts.Clock())))
 	}
-	out, err := s.update(ctx, "checkpoint", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	out, err := s.update(ctx, "checkpoint", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -303,7 +320,7 @@ func (s *DynamoStore) Pin(ctx context.Context, stream, shardID, owner, start str
 	}
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
 		Set(expression.Name(attrStartApplied), expression.Value(false))
-	out, err := s.update(ctx, "pin", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	out, err := s.update(ctx, "pin", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -315,7 +332,7 @@ func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return err
 	}
-	upd := expression.Remove(expression.Name(attrOwner)).Remove(expression.Name(attrExpiry))
+	upd := expression.Remove(expression.Name(attrOwner)).Remove(expression.Name(attrExpiry)).Remove(expression.Name(attrRevoked))
 	_, err := s.update(ctx, "release", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueNone)
 	return err
 }
@@ -438,9 +455,8 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 		Set(expression.Name(attrStart), expression.Value(st.Position)).
 		Set(expression.Name(attrGeneration), expression.Value(st.Generation)).
 		Set(expression.Name(attrGenOrder), expression.Value(st.Order)).
-		Set(expression.Name(attrStartApplied), expression.Value(st.Finished)).
-		Remove(expression.Name(attrOwner)).
-		Remove(expression.Name(attrExpiry))
+		Set(expression.Name(attrStartApplied), expression.Value(st.Finished))
+	upd = revoke(upd)
 	if st.Incarnation != 0 {
 		upd = upd.Set(expression.Name(attrIncarnation), expression.Value(st.Incarnation))
 	}
@@ -566,9 +582,8 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 		cond = cond.And(expression.AttributeNotExists(expression.Name(attrOwner)))
 	}
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
-		Set(expression.Name(attrStartApplied), expression.Value(false)).
-		Remove(expression.Name(attrOwner)).
-		Remove(expression.Name(attrExpiry))
+		Set(expression.Name(attrStartApplied), expression.Value(false))
+	upd = revoke(upd)
 	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllNew)
 	var ce *ConflictError
 	if errors.As(err, &ce) {

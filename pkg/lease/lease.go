@@ -48,6 +48,13 @@ type Lease struct {
 	// whose counter a taker has seen unchanged for a lease duration has
 	// lapsed (see Observer and IfCounter).
 	Counter int64
+	// Revoked is set when a new start (a generation, a reset) was recorded
+	// under a holder: the holder may no longer renew, checkpoint or pin, so it
+	// stops at its next renewal; the row is taken by another owner only once a
+	// taker has seen its counter stand still for a lease duration (so the
+	// holder's deadline has passed), or at once by the next run of the same
+	// loop. A take clears it.
+	Revoked bool
 	// Checkpoint is the sequence number of the last record settled, ShardEnd,
 	// or empty when nothing has been checkpointed.
 	Checkpoint string
@@ -101,10 +108,10 @@ type Store interface {
 	// written, or an error matching ErrHeld.
 	Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error)
 	// Renew extends owner's lease: it bumps the counter and sets Expiry, or
-	// fails with ErrNotOwner.
+	// fails with ErrNotOwner (another owner, or the lease was revoked).
 	Renew(ctx context.Context, stream, shardID, owner string) (Lease, error)
 	// Checkpoint records seq (a sequence number or ShardEnd) as settled, or
-	// fails with ErrNotOwner.
+	// fails with ErrNotOwner (another owner, or the lease was revoked).
 	Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error)
 	// Pin records start as where owner opened the shard at its tip, before
 	// its first delivery, so that every later reader opens at or before it
@@ -122,9 +129,10 @@ type Store interface {
 	// List returns every shard row of one stream, ordered by shard id.
 	List(ctx context.Context, stream string) ([]Lease, error)
 	// SetStart records a subscription generation's start on a shard's row
-	// (creating it if needed) and clears the owner, so that a loop reading
-	// under an earlier generation stops at its next renewal and the shard is
-	// taken again to open at the new start. It changes nothing and returns
+	// (creating it if needed) and revokes the holder's lease, so that a loop
+	// reading under an earlier generation stops at its next renewal and the
+	// shard is taken again, once that holder's deadline has passed, to open at
+	// the new start. It changes nothing and returns
 	// false when the row already carries this generation's order or a later
 	// one, so that overlapping coordinators record a generation once and an
 	// older one never overwrites a newer one (or, with Start.IfAbsent, when
@@ -139,11 +147,12 @@ type Store interface {
 	// Reset moves a shard's reading position by an operator, not an owner:
 	// it records start (a position in the reader's text form) as the row's
 	// start, not yet applied, so the next reader opens there whatever the
-	// checkpoint says, and it clears the owner so a holder stops at its next
-	// renewal or checkpoint. It keeps the row's generation. It fails with
-	// ErrNotFound when the shard has no row, and with ErrHeld while an owner
-	// holds the row unless force is set (shardloop reset forces it only after
-	// watching the counter stand still for a lease duration, or when told to).
+	// checkpoint says, and it revokes the holder's lease (see Revoked) so the
+	// holder stops at its next renewal or checkpoint. It keeps the row's
+	// generation. It fails with ErrNotFound when the shard has no row, and
+	// with ErrHeld while an owner holds the row unless force is set
+	// (shardloop reset forces it only after watching the counter stand still
+	// for a lease duration, or when told to).
 	Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error)
 	// GetGeneration reads the stream's generation record, strongly
 	// consistent, or fails with ErrNotFound.

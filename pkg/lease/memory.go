@@ -71,7 +71,7 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	if !ok {
 		l = Lease{Stream: stream, ShardID: shardID}
 	}
-	l.Owner, l.Expiry = owner, now.Add(m.opts.Duration)
+	l.Owner, l.Expiry, l.Revoked = owner, now.Add(m.opts.Duration), false
 	l.Counter++
 	if o.parents != nil {
 		l.ParentShardIDs = o.parents
@@ -92,7 +92,7 @@ func (m *MemoryStore) update(ctx context.Context, op, stream, shardID, owner str
 	defer m.mu.Unlock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if !ok || l.Owner != owner {
+	if !ok || l.Owner != owner || (l.Revoked && op != "release") {
 		var cur *Lease
 		if ok {
 			c := clone(l)
@@ -167,7 +167,7 @@ func (m *MemoryStore) Release(ctx context.Context, stream, shardID, owner string
 		return err
 	}
 	_, err := m.update(ctx, "release", stream, shardID, owner, func(l *Lease) {
-		l.Owner, l.Expiry = "", time.Time{}
+		l.Owner, l.Expiry, l.Revoked = "", time.Time{}, false
 	})
 	return err
 }
@@ -260,7 +260,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 	case st.ClearCheckpoint:
 		l.Checkpoint = ""
 	}
-	l.Owner, l.Expiry = "", time.Time{}
+	l.Revoked = l.Owner != ""
 	m.rows[key] = l
 	return true, nil
 }
@@ -339,7 +339,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 		return Lease{}, &ConflictError{Op: "reset", Key: key, Current: &cur, Err: ErrHeld}
 	}
 	l.Start, l.StartApplied = start, false
-	l.Owner, l.Expiry = "", time.Time{}
+	l.Revoked = l.Owner != ""
 	m.rows[key] = l
 	return clone(l), nil
 }

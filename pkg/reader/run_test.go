@@ -727,7 +727,9 @@ func TestRun_NewGenerationStartOverridesARunningLoop(t *testing.T) {
 	if st.Reason != ReasonLeaseLost {
 		t.Fatalf("run during the new startup ended %q, want lease_lost", st.Reason)
 	}
-	runUntil(t, o, e.state(e.shards[0], "B"), func() bool { return s.len() >= 10 })
+	ob := o
+	ob.Store = thief(t, e) // A's lease was revoked: another loop takes it once it lapsed
+	runUntil(t, ob, e.state(e.shards[0], "B"), func() bool { return s.len() >= 10 })
 	if got := s.data(); !slices.Equal(got, append(values("a", 5), values("a", 5)...)) {
 		t.Fatalf("delivered %v, want the 5 records twice: once per generation", got)
 	}
