@@ -633,3 +633,43 @@ func total(m map[string]int64) (n int64) {
 	}
 	return n
 }
+
+// BenchmarkChaosV2 is the chaos run over the wider world at bench size, on
+// kinesis-local and dynalite with the default lease timings (10 s lease,
+// 3 s renewals): two deployments with different starts on one table
+// (latest and a sequence start), a restart at the horizon mid-run, clocks up
+// to 30 s apart, renewals slowed by 2 to 5 s (those past the 3 s renewal
+// bound time out, their writes possibly made), loops killed at random, mid
+// batch and before their first checkpoint, a split and a merge, injected
+// faults, and the stream deleted and created again after a drain.
+func BenchmarkChaosV2(b *testing.B) {
+	kc, dc := startLocal(b)
+	s := seed(b)
+	rep, err := chaos.Run(b.Context(), chaos.Config{
+		Kinesis: kc, Dynamo: dc, Stream: "chaos-v2", Table: "chaos-v2-leases",
+		Shards: 4, Runners: 3, Records: 4800, Produce: 60 * time.Second, Keys: 64, DataSize: 64,
+		Drain:   3 * time.Minute,
+		KillMin: 3 * time.Second, KillMax: 8 * time.Second, MidBatchKill: 0.02, EarlyKill: 0.3,
+		RunLength: 20 * time.Second, BatchSize: 200, Poll: 250 * time.Millisecond,
+		Starts:        []string{"latest", "latest", "sequence:marker"},
+		Changes:       []chaos.StartChange{{At: 30 * time.Second, Runner: 0, Start: "horizon"}},
+		Skew:          30 * time.Second,
+		Recreate:      true,
+		KinesisFaults: faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
+		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02, SlowRenew: 0.05, SlowMin: 2 * time.Second, SlowMax: 5 * time.Second},
+		TargetFaults:  faults.TargetRates{Fail: 0.03, Partial: 0.03},
+		Seed:          s,
+		Logf:          b.Logf,
+	})
+	fmt.Println("chaos v2 summary:", rep.Summary())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("bench chaos_v2_lost %d records (of %d produced; seed %d)\n", rep.Lost, rep.Produced, s)
+	fmt.Printf("bench chaos_v2_order_violations %d\n", rep.OrderViolations)
+	fmt.Printf("bench chaos_v2_owner_overlap_ms %d (%d owners, %d kills, %d unattributed deliveries)\n",
+		rep.MaxOverlap.Milliseconds(), rep.Owners, len(rep.Kills), rep.Unattributed)
+	for _, p := range rep.Problems() {
+		b.Error(p)
+	}
+}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,33 @@ type Config struct {
 	StoreFaults   faults.StoreRates
 	TargetFaults  faults.TargetRates
 
+	// The wider world: configuration, clocks and timing.
+
+	// Starts are the runners' start positions, runner i taking
+	// Starts[i % len(Starts)] (default all "horizon"): different ones make
+	// runners behave as two deployments on one table. "sequence:marker"
+	// stands for the first record of the stream's first shard, a marker
+	// record written before production. Every start must cover every record
+	// produced: production begins only once the stream's generation record
+	// is applied (so a "latest" start is pinned before it).
+	Starts []string
+	// Changes restart a runner with another start position mid-run: a new
+	// generation (which must again cover every record produced).
+	Changes []StartChange
+	// Skew offsets each runner's clock by a seeded amount in [-Skew, +Skew]
+	// (coordinator, readers and the expiry its lease store writes).
+	Skew time.Duration
+	// EarlyKill is the share of loops killed before their first checkpoint,
+	// right after they start.
+	EarlyKill float64
+	// Recreate, after production and a full drain, deletes the stream,
+	// creates it again under the same name, sets every "sequence:" runner to
+	// "latest" (its record is gone with the old stream), waits for the new
+	// incarnation's generation and produces RecreateRecords more over a third
+	// of Produce.
+	Recreate        bool
+	RecreateRecords int
+
 	// Seed makes the run's random choices (kills, faults, keys of the
 	// mid-batch kills) reproducible, up to goroutine scheduling.
 	Seed uint64
@@ -81,6 +109,14 @@ type Config struct {
 	// (default discards).
 	Logf   func(format string, args ...any)
 	Logger *slog.Logger
+}
+
+// StartChange restarts one runner with another start position At into the
+// run.
+type StartChange struct {
+	At     time.Duration
+	Runner int
+	Start  string
 }
 
 func (c *Config) setDefaults() {
@@ -117,6 +153,12 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(c.Starts) == 0 {
+		c.Starts = []string{"horizon"}
+	}
+	if c.Recreate && c.RecreateRecords == 0 {
+		c.RecreateRecords = max(1, c.Records/3)
+	}
 }
 
 func (c *Config) validate() error {
@@ -131,6 +173,13 @@ func (c *Config) validate() error {
 		return errors.New("chaos: Runners and Shards: want at least 1")
 	case c.KillMax < c.KillMin:
 		return errors.New("chaos: KillMax: want at least KillMin")
+	case c.Skew < 0:
+		return errors.New("chaos: Skew: want a positive duration")
+	}
+	for _, ch := range c.Changes {
+		if ch.Runner < 0 || ch.Runner >= c.Runners {
+			return fmt.Errorf("chaos: Changes: runner %d of %d", ch.Runner, c.Runners)
+		}
 	}
 	return nil
 }
@@ -141,8 +190,8 @@ type recID struct{ key, n int }
 // delivery is one settled part of a batch as the target saw it.
 type delivery struct {
 	runner     int
-	ctx        int // id of the reader run's context, resolved to an owner later
-	shard      string
+	owner      string // the loop's owner, from its context ("" when unknown)
+	shard      string // with the stream incarnation: "2/shardId-…" after a re-creation
 	start, end time.Time
 	records    int
 }
@@ -154,6 +203,7 @@ type Kill struct {
 	Shard    string
 	Owner    string
 	MidBatch bool
+	Early    bool // before the loop's first run ended
 }
 
 // Overlap is a time two owners of one shard both delivered.
@@ -184,6 +234,12 @@ type Report struct {
 	MaxOverlap   time.Duration
 	Unattributed int
 	Lease        time.Duration
+	// Generations are the stream's generation records as they changed;
+	// Skews each runner's clock offset; Recreated is true when the stream
+	// was deleted and created again.
+	Generations []string
+	Skews       []time.Duration
+	Recreated   bool
 
 	Kills       []Kill
 	Faults      map[string]int64
@@ -207,8 +263,7 @@ func (r Report) DuplicateRatio() float64 {
 }
 
 // Problems lists what breaks the promise: lost records, broken per-key
-// order, and owners of one shard delivering together for longer than a
-// lease.
+// order, and two owners of one shard delivering at overlapping times.
 func (r Report) Problems() []string {
 	var p []string
 	if r.Lost > 0 {
@@ -218,9 +273,10 @@ func (r Report) Problems() []string {
 		p = append(p, fmt.Sprintf("per-key order broken %d times, e.g. %s", r.OrderViolations, strings.Join(r.OrderSample, "; ")))
 	}
 	for _, o := range r.Overlaps {
-		if o.Length > r.Lease {
-			p = append(p, fmt.Sprintf("shard %s delivered by %s and %s together for %s, more than one lease (%s)", o.Shard, o.Owners[0], o.Owners[1], o.Length.Round(time.Millisecond), r.Lease))
-		}
+		p = append(p, fmt.Sprintf("shard %s delivered by %s and %s at overlapping times for %s", o.Shard, o.Owners[0], o.Owners[1], o.Length.Round(time.Millisecond)))
+	}
+	if r.Unattributed > 0 {
+		p = append(p, fmt.Sprintf("%d deliveries by no known loop", r.Unattributed))
 	}
 	return p
 }
@@ -237,11 +293,16 @@ func (r Report) Summary() string {
 	for _, k := range slices.Sorted(mapsKeys(r.Faults)) {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, r.Faults[k]))
 	}
+	var skews []string
+	for _, d := range r.Skews {
+		skews = append(skews, d.Round(time.Second).String())
+	}
 	return fmt.Sprintf("seed %d: produced %d in %s, delivered %d unique (%d duplicates, ratio %.4f), lost %d, per-key order violations %d; "+
-		"%d kills (%d mid-batch), split %s, merged %s+%s; %d loops, %d owners delivered, %d deliveries; max two-owner overlap %s (lease %s), %d unattributed deliveries; "+
-		"faults %s; drain %s, total %s",
+		"%d kills (%d mid-batch), split %s, merged %s+%s, re-created %v; generations %s; clock skews %s; %d loops, %d owners delivered, %d deliveries; "+
+		"max two-owner overlap %s (lease %s), %d unattributed deliveries; faults %s; drain %s, total %s",
 		r.Seed, r.Produced, r.ProduceTook.Round(time.Second), r.Delivered, r.Duplicates, r.DuplicateRatio(), r.Lost, r.OrderViolations,
-		len(r.Kills), mid, r.Split, r.Merged[0], r.Merged[1], r.Loops, r.Owners, r.Deliveries, r.MaxOverlap.Round(time.Millisecond), r.Lease, r.Unattributed,
+		len(r.Kills), mid, r.Split, r.Merged[0], r.Merged[1], r.Recreated, strings.Join(r.Generations, " > "), strings.Join(skews, " "),
+		r.Loops, r.Owners, r.Deliveries, r.MaxOverlap.Round(time.Millisecond), r.Lease, r.Unattributed,
 		strings.Join(fs, " "), r.DrainTook.Round(100*time.Millisecond), r.Elapsed.Round(time.Second))
 }
 
@@ -258,8 +319,10 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 // harness is one run's shared state.
 type harness struct {
 	cfg     Config
-	runners []*runner.Runner
 	in      *faults.Injector
+	kin     *faults.Kinesis
+	runCtx  context.Context
+	runners []*slot
 
 	mu          sync.Mutex
 	rng         *rand.Rand
@@ -271,10 +334,30 @@ type harness struct {
 	orderBad    int
 	orderSample []string
 	deliveries  []delivery
-	ctxIDs      map[context.Context]int
-	ctxOwner    map[int]string
 	kills       []Kill
 	killing     bool
+	phase       int             // the stream's incarnation: 1, then 2 after a re-creation
+	early       map[string]bool // loops already judged for an early kill, by owner
+	marker      string          // "sequence:<shard>:<seq>" of the marker record
+	gens        []string
+}
+
+// slot is one runner: it may be restarted with another start position.
+type slot struct {
+	mu     sync.Mutex
+	i      int
+	start  string
+	skew   time.Duration
+	r      *runner.Runner
+	cancel context.CancelFunc
+	done   chan struct{}
+	loops  int // loops of runners this slot ran before the current one
+}
+
+func (sl *slot) runner() *runner.Runner {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.r
 }
 
 // Run runs one chaos run and reports what the target received. Its error
@@ -293,11 +376,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		produced: make([]int, cfg.Keys),
 		next:     make([]int, cfg.Keys),
 		seen:     map[recID]int{},
-		ctxIDs:   map[context.Context]int{},
-		ctxOwner: map[int]string{},
 		killing:  true,
+		phase:    1,
+		early:    map[string]bool{},
 	}
 	rep := Report{Seed: cfg.Seed, Lease: cfg.Lease}
+	h.kin = &faults.Kinesis{API: cfg.Kinesis, Rates: cfg.KinesisFaults, In: h.in}
 
 	if err := lease.CreateTable(ctx, cfg.Dynamo, cfg.Table); err != nil {
 		return rep, fmt.Errorf("chaos: lease table: %w", err)
@@ -305,104 +389,336 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if _, err := shards.CreateIfMissing(ctx, cfg.Kinesis, cfg.Stream, cfg.Shards); err != nil {
 		return rep, fmt.Errorf("chaos: stream: %w", err)
 	}
-	kin := &faults.Kinesis{API: cfg.Kinesis, Rates: cfg.KinesisFaults, In: h.in}
-	for i := range cfg.Runners {
-		ds, err := lease.NewDynamoStore(cfg.Dynamo, cfg.Table, func(o *lease.Options) { o.Duration = cfg.Lease })
-		if err != nil {
-			return rep, err
-		}
-		r, err := runner.New(runner.Options{
-			Subscriptions: []coordinator.Subscription{{Stream: cfg.Stream, Start: "horizon"}},
-			Store:         &tap{Store: &faults.Store{Store: ds, Rates: cfg.StoreFaults, In: h.in}, h: h},
-			Kinesis:       kin,
-			Reader: reader.Options{
-				Target:        &faults.Target{Target: h.sink(i), Rates: cfg.TargetFaults, In: h.in},
-				BatchSize:     cfg.BatchSize,
-				PollInterval:  cfg.Poll,
-				RunLength:     cfg.RunLength,
-				RenewInterval: cfg.Renew,
-				LeaseDuration: cfg.Lease,
-				Logger:        cfg.Logger.With("runner", i),
-			},
-			RelistInterval: cfg.Relist,
-			Logger:         cfg.Logger.With("runner", i),
-		})
-		if err != nil {
-			return rep, err
-		}
-		h.runners = append(h.runners, r)
+	if err := h.putMarker(ctx); err != nil {
+		return rep, err
 	}
 
 	runCtx, stopRunners := context.WithCancel(ctx)
 	defer stopRunners()
-	var runWG sync.WaitGroup
-	for _, r := range h.runners {
-		runWG.Go(func() { _ = r.Run(runCtx) })
+	h.runCtx = runCtx
+	for i := range cfg.Runners {
+		sl := &slot{i: i, start: cfg.Starts[i%len(cfg.Starts)]}
+		if cfg.Skew > 0 {
+			sl.skew = time.Duration(h.rng.Int64N(int64(2*cfg.Skew)+1)) - cfg.Skew
+		}
+		rep.Skews = append(rep.Skews, sl.skew)
+		h.runners = append(h.runners, sl)
+		if err := h.startSlot(sl, sl.start); err != nil {
+			return rep, err
+		}
+	}
+	defer h.stopAll()
+	// Production begins once a generation is applied, so that every start
+	// (a "latest" one is pinned then) covers every record produced.
+	if err := h.waitGeneration(ctx, 0); err != nil {
+		return rep, err
 	}
 
 	prodCtx, stopChaos := context.WithCancel(runCtx)
 	defer stopChaos()
 	var chaosWG sync.WaitGroup
 	chaosWG.Go(func() { h.killLoops(prodCtx) })
-	if !cfg.NoReshard {
-		chaosWG.Go(func() { h.reshard(prodCtx, began, &rep) })
+	if cfg.EarlyKill > 0 {
+		chaosWG.Go(func() { h.killEarly(prodCtx) })
 	}
+	if !cfg.NoReshard {
+		chaosWG.Go(func() { h.reshard(prodCtx, time.Now(), &rep) })
+	}
+	chaosWG.Go(func() { h.changeStarts(prodCtx, time.Now()) })
 	progress := time.NewTicker(5 * time.Second)
 	defer progress.Stop()
-	prodDone := make(chan error, 1)
-	go func() { prodDone <- h.produce(runCtx) }()
 
-	var prodErr error
-wait:
-	for {
-		select {
-		case prodErr = <-prodDone:
-			break wait
-		case <-progress.C:
-			h.progress(began)
+	produceStart := time.Now()
+	prodErr := h.produceWatching(runCtx, cfg.Records, cfg.Produce, progress, began)
+	rep.ProduceTook = time.Since(produceStart)
+	if prodErr == nil {
+		cfg.Logf("chaos: production done (%d records in %s); draining", h.producedTotal(), rep.ProduceTook.Round(time.Second))
+		rep.DrainTook = h.drain(ctx, progress, began)
+	}
+	if prodErr == nil && cfg.Recreate && ctx.Err() == nil {
+		rep.Recreated = true
+		if err := h.recreate(ctx); err != nil {
+			prodErr = err
+		} else {
+			prodErr = h.produceWatching(runCtx, cfg.Records+cfg.RecreateRecords, cfg.Produce/3, progress, began)
+			if prodErr == nil {
+				rep.DrainTook += h.drain(ctx, progress, began)
+			}
 		}
 	}
-	rep.ProduceTook = time.Since(began)
 	stopChaos()
 	chaosWG.Wait()
 	h.mu.Lock()
 	h.killing = false
 	h.mu.Unlock()
+	h.stopAll()
+	for _, sl := range h.runners {
+		rep.Loops += sl.loops + len(sl.runner().Loops())
+	}
+	h.analyze(&rep)
+	rep.Faults = h.in.Counts()
+	rep.Elapsed = time.Since(began)
 	if prodErr != nil {
-		stopRunners()
-		runWG.Wait()
 		return rep, prodErr
 	}
-	cfg.Logf("chaos: production done (%d records in %s); kills stopped, faults go on; draining", h.producedTotal(), rep.ProduceTook.Round(time.Second))
+	return rep, ctx.Err()
+}
 
-	drainStart := time.Now()
-	drainEnd := time.NewTimer(cfg.Drain)
-	defer drainEnd.Stop()
+// startSlot (re)starts sl's runner with start, on its own clock and lease
+// store.
+func (h *harness) startSlot(sl *slot, start string) error {
+	cfg := h.cfg
+	skew := sl.skew
+	clock := func() time.Time { return time.Now().Add(skew) }
+	ds, err := lease.NewDynamoStore(cfg.Dynamo, cfg.Table, func(o *lease.Options) { o.Duration, o.Clock = cfg.Lease, clock })
+	if err != nil {
+		return err
+	}
+	r, err := runner.New(runner.Options{
+		Subscriptions: []coordinator.Subscription{{Stream: cfg.Stream, Start: h.resolveStart(start)}},
+		Store:         &faults.Store{Store: ds, Rates: cfg.StoreFaults, In: h.in},
+		Kinesis:       h.kin,
+		Reader: reader.Options{
+			Target:        &faults.Target{Target: h.sink(sl.i), Rates: cfg.TargetFaults, In: h.in},
+			BatchSize:     cfg.BatchSize,
+			PollInterval:  cfg.Poll,
+			RunLength:     cfg.RunLength,
+			RenewInterval: cfg.Renew,
+			LeaseDuration: cfg.Lease,
+			Clock:         clock,
+			Logger:        cfg.Logger.With("runner", sl.i),
+		},
+		RelistInterval: cfg.Relist,
+		Logger:         cfg.Logger.With("runner", sl.i),
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(h.runCtx)
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	sl.mu.Lock()
+	if sl.r != nil {
+		sl.loops += len(sl.r.Loops())
+	}
+	sl.start, sl.r, sl.cancel, sl.done = start, r, cancel, done
+	sl.mu.Unlock()
+	return nil
+}
+
+// stopSlot stops sl's runner and waits for its loops.
+func (h *harness) stopSlot(sl *slot) {
+	sl.mu.Lock()
+	cancel, done := sl.cancel, sl.done
+	sl.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (h *harness) stopAll() {
+	for _, sl := range h.runners {
+		h.stopSlot(sl)
+	}
+}
+
+// resolveStart turns "sequence:marker" into the marker's position.
+func (h *harness) resolveStart(start string) string {
+	if start == "sequence:marker" {
+		return h.marker
+	}
+	return start
+}
+
+// putMarker writes the record "sequence:marker" starts name, when a start
+// needs it, on the stream's first shard.
+func (h *harness) putMarker(ctx context.Context) error {
+	need := false
+	for _, s := range h.cfg.Starts {
+		need = need || s == "sequence:marker"
+	}
+	for _, c := range h.cfg.Changes {
+		need = need || c.Start == "sequence:marker"
+	}
+	if !need {
+		return nil
+	}
+	ls, err := shards.List(ctx, h.cfg.Kinesis, h.cfg.Stream)
+	if err != nil || len(ls) == 0 {
+		return fmt.Errorf("chaos: list shards for the marker: %v", err)
+	}
+	out, err := h.cfg.Kinesis.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(h.cfg.Stream), Data: []byte("marker"),
+		PartitionKey: aws.String("marker"), ExplicitHashKey: aws.String(ls[0].HashKeyStart)})
+	if err != nil {
+		return fmt.Errorf("chaos: put the marker: %w", err)
+	}
+	h.marker = "sequence:" + aws.ToString(out.ShardId) + ":" + aws.ToString(out.SequenceNumber)
+	return nil
+}
+
+// waitGeneration waits until the stream's generation record is applied,
+// for an incarnation other than not (0: any), and has stayed the same for
+// two relist intervals: every runner's coordinator has passed by then, so
+// every start configured has been recorded or stood down.
+func (h *harness) waitGeneration(ctx context.Context, not int64) error {
+	ds, err := lease.NewDynamoStore(h.cfg.Dynamo, h.cfg.Table)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	var stable lease.Generation
+	var since time.Time
+	for {
+		g, err := ds.GetGeneration(ctx, h.cfg.Stream)
+		if err == nil && g.Applied && (not == 0 || g.Incarnation != not) {
+			h.noteGeneration(g)
+			if g.Order != stable.Order || g.Incarnation != stable.Incarnation {
+				stable, since = g, time.Now()
+			} else if time.Since(since) >= 2*h.cfg.Relist {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaos: no generation applied within a minute (last: %+v, %v)", g, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (h *harness) noteGeneration(g lease.Generation) {
+	s := fmt.Sprintf("%d:%s", g.Order, g.Start)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.gens); n == 0 || h.gens[n-1] != s {
+		h.gens = append(h.gens, s)
+	}
+}
+
+// changeStarts restarts runners with new start positions as Changes say,
+// each a new generation the others' coordinators then stand down for.
+func (h *harness) changeStarts(ctx context.Context, began time.Time) {
+	changes := slices.Clone(h.cfg.Changes)
+	slices.SortFunc(changes, func(a, b StartChange) int { return cmp.Compare(a.At, b.At) })
+	for _, ch := range changes {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(began.Add(ch.At))):
+		}
+		sl := h.runners[ch.Runner]
+		h.stopSlot(sl)
+		if err := h.startSlot(sl, ch.Start); err != nil {
+			h.cfg.Logf("chaos: restart runner %d: %v", ch.Runner, err)
+			continue
+		}
+		h.cfg.Logf("chaos %5.1fs: runner %d restarted with start %s", time.Since(began).Seconds(), ch.Runner, h.resolveStart(ch.Start))
+		go h.watchGeneration(ctx)
+	}
+}
+
+// watchGeneration notes the generation records the run goes through.
+func (h *harness) watchGeneration(ctx context.Context) {
+	ds, err := lease.NewDynamoStore(h.cfg.Dynamo, h.cfg.Table)
+	if err != nil {
+		return
+	}
+	for range 100 {
+		if g, err := ds.GetGeneration(ctx, h.cfg.Stream); err == nil {
+			h.noteGeneration(g)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// recreate deletes the stream and creates it again under the same name,
+// moves "sequence:" runners to "latest", and waits for the new
+// incarnation's generation.
+func (h *harness) recreate(ctx context.Context) error {
+	cfg := h.cfg
+	sum, err := cfg.Kinesis.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(cfg.Stream)})
+	if err != nil {
+		return fmt.Errorf("chaos: describe before re-creating: %w", err)
+	}
+	old := aws.ToTime(sum.StreamDescriptionSummary.StreamCreationTimestamp).UnixMilli()
+	if _, err := cfg.Kinesis.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(cfg.Stream), EnforceConsumerDeletion: aws.Bool(true)}); err != nil {
+		return fmt.Errorf("chaos: delete the stream: %w", err)
+	}
+	for {
+		_, err := cfg.Kinesis.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(cfg.Stream)})
+		var nf *ktypes.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// A sequence start names a record of the stream that is gone: an
+	// operator changes it before creating the stream again.
+	for _, sl := range h.runners {
+		if strings.HasPrefix(sl.start, "sequence:") {
+			h.stopSlot(sl)
+			if err := h.startSlot(sl, "latest"); err != nil {
+				return err
+			}
+		}
+	}
+	h.mu.Lock()
+	h.phase = 2
+	h.mu.Unlock()
+	if _, err := shards.CreateIfMissing(ctx, cfg.Kinesis, cfg.Stream, cfg.Shards); err != nil {
+		return fmt.Errorf("chaos: create the stream again: %w", err)
+	}
+	cfg.Logf("chaos: stream deleted and created again; waiting for its generation")
+	return h.waitGeneration(ctx, old)
+}
+
+// produceWatching produces until total records are in over about d,
+// logging progress.
+func (h *harness) produceWatching(ctx context.Context, total int, d time.Duration, progress *time.Ticker, began time.Time) error {
+	done := make(chan error, 1)
+	go func() { done <- h.produce(ctx, total, d) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-progress.C:
+			h.progress(began)
+		}
+	}
+}
+
+// drain waits until every record produced was delivered, or Drain passed.
+func (h *harness) drain(ctx context.Context, progress *time.Ticker, began time.Time) time.Duration {
+	start := time.Now()
+	end := time.NewTimer(h.cfg.Drain)
+	defer end.Stop()
 	check := time.NewTicker(200 * time.Millisecond)
 	defer check.Stop()
-drain:
 	for !h.drained() {
 		select {
 		case <-ctx.Done():
-			break drain
-		case <-drainEnd.C:
-			cfg.Logf("chaos: drain timed out after %s", cfg.Drain)
-			break drain
+			return time.Since(start)
+		case <-end.C:
+			h.cfg.Logf("chaos: drain timed out after %s", h.cfg.Drain)
+			return time.Since(start)
 		case <-progress.C:
 			h.progress(began)
 		case <-check.C:
 		}
 	}
-	rep.DrainTook = time.Since(drainStart)
-	stopRunners()
-	runWG.Wait()
-	for _, r := range h.runners {
-		rep.Loops += len(r.Loops())
-	}
-	h.analyze(&rep)
-	rep.Faults = h.in.Counts()
-	rep.Elapsed = time.Since(began)
-	return rep, ctx.Err()
+	return time.Since(start)
 }
 
 func (h *harness) producedTotal() int {
@@ -425,20 +741,22 @@ func (h *harness) progress(began time.Time) {
 		time.Since(began).Seconds(), total, uniq, dups, kills, h.in.Total())
 }
 
-// produce writes Records records, paced over Produce, each key at most once
-// per request; a request is retried (its failed entries) until all of it is
-// in, so each key's records are in the stream in the order of their number.
-func (h *harness) produce(ctx context.Context) error {
+// produce writes records until total are in, paced over about d, each key
+// at most once per request; a request is retried (its failed entries) until
+// all of it is in, so each key's records are in the stream in the order of
+// their number.
+func (h *harness) produce(ctx context.Context, total int, d time.Duration) error {
 	const tick = 100 * time.Millisecond
 	cfg := h.cfg
-	per := max(1, int(float64(cfg.Records)*tick.Seconds()/cfg.Produce.Seconds()))
+	todo := total - h.producedTotal()
+	per := max(1, int(float64(todo)*tick.Seconds()/max(d, tick).Seconds()))
 	per = min(per, cfg.Keys, 500)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	k := 0
+	k := h.producedTotal() % cfg.Keys
 	pad := strings.Repeat("x", max(0, cfg.DataSize-16))
-	for h.producedTotal() < cfg.Records {
-		n := min(per, cfg.Records-h.producedTotal())
+	for h.producedTotal() < total {
+		n := min(per, total-h.producedTotal())
 		entries := make([]ktypes.PutRecordsRequestEntry, 0, n)
 		h.mu.Lock()
 		for range n {
@@ -547,55 +865,22 @@ func (h *harness) sink(i int) reader.Target {
 				h.next[id.key] = max(h.next[id.key], id.n+1)
 			}
 		}
-		h.deliveries = append(h.deliveries, delivery{runner: i, ctx: h.ctxIDLocked(ctx), shard: b.ShardID, start: start, end: time.Now(), records: n})
+		owner, _ := runner.LoopOwner(ctx)
+		shard := b.ShardID
+		if h.phase > 1 {
+			shard = fmt.Sprintf("%d/%s", h.phase, shard)
+		}
+		h.deliveries = append(h.deliveries, delivery{runner: i, owner: owner, shard: shard, start: start, end: time.Now(), records: n})
 		h.mu.Unlock()
 		if !kill {
 			return n, nil
 		}
-		owner := h.runners[i].Kill(h.cfg.Stream, b.ShardID)
+		killed := h.runners[i].runner().Kill(h.cfg.Stream, b.ShardID)
 		h.mu.Lock()
-		if owner != "" {
-			h.ctxOwner[h.ctxIDLocked(ctx)] = owner
-		}
-		h.kills = append(h.kills, Kill{At: time.Now(), Runner: i, Shard: b.ShardID, Owner: owner, MidBatch: true})
+		h.kills = append(h.kills, Kill{At: time.Now(), Runner: i, Shard: b.ShardID, Owner: killed, MidBatch: true})
 		h.mu.Unlock()
 		return n, errKilled
 	})
-}
-
-func (h *harness) ctxIDLocked(ctx context.Context) int {
-	id, ok := h.ctxIDs[ctx]
-	if !ok {
-		id = len(h.ctxIDs) + 1
-		h.ctxIDs[ctx] = id
-	}
-	return id
-}
-
-// bind notes that the reader run whose context is ctx works for owner. The
-// reader renews and checkpoints with the context it delivers with, so the
-// lease writes tell which owner each delivery was made for.
-func (h *harness) bind(ctx context.Context, owner string) {
-	h.mu.Lock()
-	h.ctxOwner[h.ctxIDLocked(ctx)] = lease.LoopOwner(owner) // runs write as "<loop>/<run>"
-	h.mu.Unlock()
-}
-
-// tap is the outermost lease store of a runner: it binds reader runs to
-// owners and passes every call on.
-type tap struct {
-	lease.Store
-	h *harness
-}
-
-func (t *tap) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
-	t.h.bind(ctx, owner)
-	return t.Store.Renew(ctx, stream, shardID, owner)
-}
-
-func (t *tap) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
-	t.h.bind(ctx, owner)
-	return t.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
 
 // killLoops kills a random running loop every KillMin to KillMax.
@@ -614,8 +899,8 @@ func (h *harness) killLoops(ctx context.Context) {
 			shard  string
 		}
 		var cs []cand
-		for i, r := range h.runners {
-			for _, l := range r.Loops() {
+		for i, sl := range h.runners {
+			for _, l := range sl.runner().Loops() {
 				if !l.Done && !l.Killed {
 					cs = append(cs, cand{i, l.ShardID})
 				}
@@ -627,12 +912,52 @@ func (h *harness) killLoops(ctx context.Context) {
 		h.mu.Lock()
 		c := cs[h.rng.IntN(len(cs))]
 		h.mu.Unlock()
-		if owner := h.runners[c.runner].Kill(h.cfg.Stream, c.shard); owner != "" {
+		if owner := h.runners[c.runner].runner().Kill(h.cfg.Stream, c.shard); owner != "" {
 			h.mu.Lock()
 			h.kills = append(h.kills, Kill{At: time.Now(), Runner: c.runner, Shard: c.shard, Owner: owner})
 			h.mu.Unlock()
 		}
 	}
+}
+
+// killEarly kills a share (EarlyKill) of the loops that start, before their
+// first run has ended: loops that die before their first checkpoint, which
+// must leave where their shard opened on its row.
+func (h *harness) killEarly(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for i, sl := range h.runners {
+			r := sl.runner()
+			for _, l := range r.Loops() {
+				h.mu.Lock()
+				judged := h.early[l.Owner]
+				h.early[l.Owner] = true
+				kill := !judged && !l.Done && l.Iterations == 0 && h.rng.Float64() < h.cfg.EarlyKill
+				h.mu.Unlock()
+				if !kill {
+					continue
+				}
+				time.Sleep(time.Duration(h.rngIntN(300)) * time.Millisecond) // somewhere in its first run
+				if owner := r.Kill(h.cfg.Stream, l.ShardID); owner == l.Owner {
+					h.mu.Lock()
+					h.kills = append(h.kills, Kill{At: time.Now(), Runner: i, Shard: l.ShardID, Owner: owner, Early: true})
+					h.mu.Unlock()
+				}
+			}
+		}
+	}
+}
+
+func (h *harness) rngIntN(n int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rng.IntN(n)
 }
 
 // reshard splits a random open shard at a third of Produce and merges the
@@ -754,10 +1079,11 @@ func (h *harness) analyze(rep *Report) {
 	spans := map[string]map[string]*span{}
 	owners := map[string]bool{}
 	rep.ByShard = map[string]int{}
+	rep.Generations = slices.Clone(h.gens)
 	for _, d := range h.deliveries {
 		rep.ByShard[d.shard] += d.records
-		owner, ok := h.ctxOwner[d.ctx]
-		if !ok {
+		owner := d.owner
+		if owner == "" {
 			rep.Unattributed++
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -122,6 +124,38 @@ func TestStore_AnswerLostMeansTheWriteHappened(t *testing.T) {
 	if _, err := s.Get(ctx, "s", "shard-1"); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
+}
+
+func TestStore_SlowRenewSucceedsLateBeforeOrAfterTheWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, err := lease.NewMemoryStore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &faults.Store{Store: mem, Rates: faults.StoreRates{SlowRenew: 1, SlowMin: 2 * time.Second, SlowMax: 5 * time.Second}, In: faults.NewInjector(3)}
+		if _, err := s.Take(t.Context(), "s", "shard-1", "a"); err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			began := time.Now()
+			l, err := s.Renew(t.Context(), "s", "shard-1", "a")
+			if took := time.Since(began); err != nil || took < 2*time.Second || took > 5*time.Second {
+				t.Fatalf("slow renew took %s, err %v; want 2 to 5 s and success", took, err)
+			}
+			if row, _ := mem.Get(t.Context(), "s", "shard-1"); row.Counter != l.Counter {
+				t.Fatalf("counter %d on the row, %d returned", row.Counter, l.Counter)
+			}
+		}
+		if n := s.In.Counts()[faults.StoreSlowRenew]; n != 20 {
+			t.Fatalf("%d slow renewals counted, want 20", n)
+		}
+		// A caller that stops waiting gets its context's error.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := s.Renew(ctx, "s", "shard-1", "a"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("renew bounded by 1 s: err = %v, want the deadline", err)
+		}
+	})
 }
 
 func TestTarget_PartialDeliversALeadingPartOnly(t *testing.T) {

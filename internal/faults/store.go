@@ -3,12 +3,14 @@ package faults
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
 // StoreRates are the shares of lease writes (Take, Renew, Checkpoint,
-// Release) that fail. Reads, SetStart and Delete always go through.
+// Release) that fail, and of renewals that are slow. Reads, SetStart, Pin,
+// Delete and the generation record always go through.
 type StoreRates struct {
 	// Before: the write is not made and the caller gets an error, as on a
 	// network failure before the request left.
@@ -17,6 +19,11 @@ type StoreRates struct {
 	// error although the row changed (a take it thinks failed, a checkpoint
 	// written twice).
 	After float64
+	// SlowRenew: a renewal that succeeds takes SlowMin to SlowMax (defaults
+	// 2 s and 5 s) longer, as SDK retries under DynamoDB throttling do; half
+	// of them wait before the write reaches the table, half after it.
+	SlowRenew        float64
+	SlowMin, SlowMax time.Duration
 }
 
 // Store wraps a lease.Store and makes lease writes fail. Methods it does not
@@ -31,8 +38,9 @@ var _ lease.Store = (*Store)(nil)
 
 // Counter names of lease store faults.
 const (
-	StoreBefore = "lease.write_failed"
-	StoreAfter  = "lease.answer_lost"
+	StoreBefore    = "lease.write_failed"
+	StoreAfter     = "lease.answer_lost"
+	StoreSlowRenew = "lease.slow_renew"
 )
 
 // errUnavailable is the cause of an injected store failure: neither
@@ -64,9 +72,48 @@ func (s *Store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 
 // Renew implements lease.Store.
 func (s *Store) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	if s.In.pick(s.Rates.SlowRenew) == 0 {
+		s.In.count(StoreSlowRenew)
+		return s.slowRenew(ctx, stream, shardID, owner)
+	}
 	var l lease.Lease
 	err := s.fail("Renew", func() (err error) { l, err = s.Store.Renew(ctx, stream, shardID, owner); return err })
 	return l, err
+}
+
+// slowRenew renews with a delay before or after the write; a caller that
+// gives up waiting (ctx) sees the error, though the write may have been made.
+func (s *Store) slowRenew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	lo, hi := s.Rates.SlowMin, s.Rates.SlowMax
+	if lo == 0 {
+		lo = 2 * time.Second
+	}
+	if hi < lo {
+		hi = max(lo, 5*time.Second)
+	}
+	d := lo + time.Duration(s.In.intN(int(hi-lo)+1))
+	after := s.In.intN(2) == 0
+	if !after {
+		if err := sleep(ctx, d); err != nil {
+			return lease.Lease{}, err
+		}
+	}
+	l, err := s.Store.Renew(ctx, stream, shardID, owner)
+	if err == nil && after {
+		err = sleep(ctx, d)
+	}
+	return l, err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Checkpoint implements lease.Store.

@@ -142,6 +142,7 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	opts.Target = deadTarget{Target: r.opts.Reader.Target, ks: lp.killed}
 	opts.Nudge = func(context.Context) { r.coord.Nudge() }
 	st := reader.State{Stream: lp.info.Stream, StreamARN: lp.info.StreamARN, ShardID: lp.info.ShardID, Owner: lp.info.Owner}
+	ctx = context.WithValue(ctx, loopKey{}, lp.info.Owner)
 	log := r.log.With("stream", st.Stream, "shard_id", st.ShardID, "owner", st.Owner)
 	for ctx.Err() == nil && !lp.killed.dead() {
 		next, err := reader.Run(ctx, opts, st)
@@ -179,6 +180,18 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	if ctx.Err() == nil {
 		r.coord.Nudge()
 	}
+}
+
+// loopKey keys the owner of the loop a reader run works for in its context.
+type loopKey struct{}
+
+// LoopOwner returns the owner id of the loop whose reader run ctx belongs
+// to (the reader hands its context down to the target, the lease store and
+// the Kinesis client): which loop made a call, for harnesses that check who
+// delivered what. ok is false outside a runner's loop.
+func LoopOwner(ctx context.Context) (owner string, ok bool) {
+	owner, ok = ctx.Value(loopKey{}).(string)
+	return owner, ok
 }
 
 // Kill ends a shard's running loop as a crash would: from now on it writes

@@ -147,3 +147,77 @@ func TestRunner_KilledLoopIsTakenOverWithoutLoss(t *testing.T) {
 	}
 	t.Logf("takeover of shardId-000000000001 from %s; %d duplicates", killedOwner, dups)
 }
+
+// TestRunner_RestartWithoutAStartDeliversWhatArrivedWhileStopped is the
+// black-box bug of `shardloop run --start horizon`, stopped, records put,
+// then `shardloop run` without --start: the default "latest" was recorded as
+// a new start over every checkpoint, and the records written while the
+// runner was down were never delivered.
+func TestRunner_RestartWithoutAStartDeliversWhatArrivedWhileStopped(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := testaws.Name(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if _, err := shards.CreateIfMissing(ctx, kc, stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	dc := testaws.Dynamo(t)
+	table := testaws.Name(t)
+	if err := lease.CreateTable(ctx, dc, table); err != nil {
+		t.Fatal(err)
+	}
+	store, err := lease.NewDynamoStore(dc, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{seen: map[string]int{}}
+	target := reader.FuncTarget(func(_ context.Context, b reader.Batch) (int, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, rec := range b.Records {
+			s.seen[string(rec.Data)]++
+		}
+		return len(b.Records), nil
+	})
+	put := func(prefix string, n int) {
+		var entries []ktypes.PutRecordsRequestEntry
+		for i := range n {
+			entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(strconv.Itoa(i)), Data: fmt.Appendf(nil, "%s-%d", prefix, i)})
+		}
+		if _, err := kc.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(start string, want int) {
+		t.Helper()
+		r, err := runner.New(runner.Options{
+			Subscriptions:  []coordinator.Subscription{{Stream: stream, Start: start}},
+			Store:          store,
+			Kinesis:        kc,
+			RelistInterval: 200 * time.Millisecond,
+			Reader:         reader.Options{Target: target, PollInterval: 100 * time.Millisecond, RunLength: time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = r.Run(runCtx); close(done) }()
+		defer func() { stop(); <-done }()
+		for s.count() < want {
+			if ctx.Err() != nil {
+				t.Fatalf("delivered %d of %d records", s.count(), want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	put("before", 50)
+	run("horizon", 50)
+	put("while-stopped", 100)
+	run("", 150) // no --start: the checkpoints decide
+	for i := range 100 {
+		if s.seen[fmt.Sprintf("while-stopped-%d", i)] == 0 {
+			t.Fatalf("while-stopped-%d never delivered", i)
+		}
+	}
+}
