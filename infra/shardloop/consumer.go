@@ -42,7 +42,7 @@ type Consumer struct {
 	Schedule     awsevents.Rule
 	Dashboard    awscloudwatch.Dashboard
 	// Alarms by name: TargetErrors, GivenUpBatches, Lag, ExecutionsFailed,
-	// CoordinatorErrors, StreamNotFound. Add actions (an SNS topic) to them
+	// CoordinatorErrors, StreamNotFound, StaleConfiguration. Add actions (an SNS topic) to them
 	// as needed.
 	Alarms map[string]awscloudwatch.Alarm
 
@@ -203,18 +203,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		Timeout:       awscdk.Duration_Seconds(jsii.Number((p.Window + coordinatorMargin).Seconds())),
 		LogGroup:      coordinatorLogs,
 		RetryAttempts: jsii.Number(0), // the next minute's run (or a nudge) does the work again
-		Environment: &map[string]*string{
-			"SHARDLOOP_STREAM":            streamArn,
-			"SHARDLOOP_LEASE_TABLE":       c.LeaseTable.TableName(),
-			"SHARDLOOP_STATE_MACHINE_ARN": c.StateMachine.StateMachineArn(),
-			"SHARDLOOP_TARGET_FUNCTION":   targetArn,
-			"SHARDLOOP_START_POSITION":    jsii.String(p.StartPosition),
-			"SHARDLOOP_BATCH_SIZE":        jsii.String(strconv.Itoa(p.BatchSize)),
-			"SHARDLOOP_POLL_INTERVAL":     jsii.String(envDuration(p.PollInterval)),
-			"SHARDLOOP_RUN_LENGTH":        jsii.String(envDuration(p.RunLength)),
-			"SHARDLOOP_CREATE_SHARDS":     jsii.String("0"), // the stream is created here, by CloudFormation, if at all
-			"SHARDLOOP_WINDOW":            jsii.String(envDuration(p.Window)),
-		},
+		Environment:   coordinatorEnv(&p, streamArn, c.LeaseTable.TableName(), c.StateMachine.StateMachineArn(), targetArn),
 	})
 	c.Schedule = awsevents.NewRule(c.Construct, jsii.String("Schedule"), &awsevents.RuleProps{
 		Description: jsii.String("shardloop: run the coordinator every minute"),
@@ -229,7 +218,44 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 
 	c.observe(&p, base)
 	c.streamNotFoundAlarm()
+	c.staleConfigurationAlarm()
 	return c, nil
+}
+
+// coordinatorEnv is the coordinator's environment. Without a StartPosition
+// the variable is left out: no start is configured, and no checkpoint ever
+// moves.
+func coordinatorEnv(p *ConsumerProps, stream, table, stateMachine, target *string) *map[string]*string {
+	env := map[string]*string{
+		"SHARDLOOP_STREAM":            stream,
+		"SHARDLOOP_LEASE_TABLE":       table,
+		"SHARDLOOP_STATE_MACHINE_ARN": stateMachine,
+		"SHARDLOOP_TARGET_FUNCTION":   target,
+		"SHARDLOOP_BATCH_SIZE":        jsii.String(strconv.Itoa(p.BatchSize)),
+		"SHARDLOOP_POLL_INTERVAL":     jsii.String(envDuration(p.PollInterval)),
+		"SHARDLOOP_RUN_LENGTH":        jsii.String(envDuration(p.RunLength)),
+		"SHARDLOOP_CREATE_SHARDS":     jsii.String("0"), // the stream is created here, by CloudFormation, if at all
+		"SHARDLOOP_WINDOW":            jsii.String(envDuration(p.Window)),
+	}
+	if p.StartPosition != "" {
+		env["SHARDLOOP_START_POSITION"] = jsii.String(p.StartPosition)
+	}
+	return &env
+}
+
+// staleConfigurationAlarm fires when this deployment's start position is
+// older than the generation its lease table records (another deployment on
+// the table, or a start changed back): its coordinator changes nothing.
+func (c *Consumer) staleConfigurationAlarm() {
+	c.Alarms["StaleConfiguration"] = awscloudwatch.NewAlarm(c.Construct, jsii.String("StaleConfigurationAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String("shardloop: this deployment's StartPosition is older than the start generation its lease table records, " +
+			"so its coordinator applies none (see docs/operations.md, \"Start generations\")"),
+		Metric:             c.metric("StaleConfiguration", "Sum", 5),
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
 }
 
 // streamNotFoundAlarm fires when a coordinator pass found no stream to read:

@@ -60,12 +60,13 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 			"SHARDLOOP_LEASE_TABLE":       map[string]any{"Ref": tableID},
 			"SHARDLOOP_STATE_MACHINE_ARN": map[string]any{"Ref": machineID},
 			"SHARDLOOP_TARGET_FUNCTION":   testTarget,
-			"SHARDLOOP_START_POSITION":    "latest",
-			"SHARDLOOP_BATCH_SIZE":        "100",
-			"SHARDLOOP_POLL_INTERVAL":     "1s",
-			"SHARDLOOP_RUN_LENGTH":        "60s",
-			"SHARDLOOP_CREATE_SHARDS":     "0",
-			"SHARDLOOP_WINDOW":            "55s",
+			// No start position by default: the variable is left out, and
+			// no checkpoint ever moves.
+			"SHARDLOOP_BATCH_SIZE":    "100",
+			"SHARDLOOP_POLL_INTERVAL": "1s",
+			"SHARDLOOP_RUN_LENGTH":    "60s",
+			"SHARDLOOP_CREATE_SHARDS": "0",
+			"SHARDLOOP_WINDOW":        "55s",
 		}},
 		{"shardreader", reader, 120, map[string]any{
 			"SHARDLOOP_LEASE_TABLE":          map[string]any{"Ref": tableID},
@@ -316,6 +317,7 @@ func TestAlarms_WatchTargetErrorsLagAndFailedExecutions(t *testing.T) {
 		{"ConsumerLagAlarm", "Shardloop", "MillisBehindLatest", `[{"Name":"Stream","Value":"orders"}]`, 300000},
 		{"ConsumerExecutionsFailedAlarm", "AWS/States", "ExecutionsFailed", `[{"Name":"StateMachineArn","Value":{"Ref":"` + machineID + `"}}]`, 1},
 		{"ConsumerStreamNotFoundAlarm", "Shardloop", "StreamNotFound", `[{"Name":"Stream","Value":"orders"}]`, 1},
+		{"ConsumerStaleConfigurationAlarm", "Shardloop", "StaleConfiguration", `[{"Name":"Stream","Value":"orders"}]`, 1},
 	} {
 		_, a := tmpl.byPrefix(t, "AWS::CloudWatch::Alarm", tc.prefix)
 		p := a.Properties

@@ -23,7 +23,6 @@ import (
 // Defaults, as documented on ConsumerProps. They match the defaults the
 // functions apply when a variable is unset.
 const (
-	DefaultStartPosition    = "latest"
 	DefaultBatchSize        = 100
 	DefaultPollInterval     = time.Second
 	DefaultRunLength        = 60 * time.Second
@@ -90,8 +89,12 @@ type ConsumerProps struct {
 	Target         awslambda.IFunction
 	TargetFunction string
 
-	// StartPosition applies to the shards the subscription opens with:
-	// "latest" (default), "horizon", or "timestamp:<unix ms>".
+	// StartPosition, when set, is a start generation: "latest", "horizon"
+	// or "timestamp:<unix ms>", applied once, over the checkpoints, to the
+	// shards the stream lists when a deployment with it first runs. Unset
+	// (the default): no checkpoint ever moves; a shard without one opens at
+	// the tip. Removing the prop never rereads or skips anything; changing
+	// it applies the new start once (docs/design.md, "Start positions").
 	StartPosition string
 	// BatchSize is the most records per GetRecords call and per target
 	// invocation: 1 to 10,000, default 100.
@@ -220,9 +223,6 @@ var (
 // withDefaults returns a copy of p with every unset optional field at its
 // default.
 func (p ConsumerProps) withDefaults() ConsumerProps {
-	if p.StartPosition == "" {
-		p.StartPosition = DefaultStartPosition
-	}
 	if p.BatchSize == 0 {
 		p.BatchSize = DefaultBatchSize
 	}
@@ -306,7 +306,7 @@ func (p *ConsumerProps) validate() error {
 	}
 
 	switch {
-	case p.StartPosition == "latest", p.StartPosition == "horizon":
+	case p.StartPosition == "", p.StartPosition == "latest", p.StartPosition == "horizon":
 	case timestampPosition.MatchString(p.StartPosition):
 	default:
 		bad("StartPosition", "%q is not latest, horizon or timestamp:<unix ms>", p.StartPosition)
