@@ -145,7 +145,7 @@ func TestRunFlags_StartTakesWhatResetTakesAndNoneByDefault(t *testing.T) {
 		}
 	}
 	f, _, err := parseRunFlags([]string{"--stream", "orders"})
-	if err != nil || f.poll != time.Second || f.batch != 100 || f.targetTimeout != 15*time.Minute {
+	if err != nil || f.poll != time.Second || f.batch != 100 || f.targetTimeout != 0 {
 		t.Errorf("defaults %+v, %v", f, err)
 	}
 }

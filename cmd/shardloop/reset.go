@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
@@ -44,13 +47,20 @@ func resetCmd(ctx context.Context, args []string, w io.Writer) error {
 	if err != nil {
 		return fs.withUsage(bad("--stream %q: want a stream name or a Kinesis stream ARN", *stream))
 	}
-	pos, err := resetPosition(*to, *shard, time.Now())
-	if err != nil {
+	if _, err := resetPosition(*to, *shard, time.Now()); err != nil {
 		return fs.withUsage(err)
 	}
 	cfg, err := awsconf.Load(ctx)
 	if err != nil {
 		return err
+	}
+	now := time.Now()
+	if *to == "latest" {
+		now = tipNow(ctx, w, awsconf.NewKinesis(cfg), *stream)
+	}
+	pos, err := resetPosition(*to, *shard, now)
+	if err != nil {
+		return fs.withUsage(err)
 	}
 	ddb := awsconf.NewDynamoDB(cfg)
 	store, err := lease.NewDynamoStore(ddb, *table)
@@ -62,6 +72,27 @@ func resetCmd(ctx context.Context, args []string, w io.Writer) error {
 		return fmt.Errorf("--table %s: no such table at %s (region %s): check the name, the region and the account", *table, dynamoEndpoint(ctx, ddb), cfg.Region)
 	}
 	return err
+}
+
+// tipNow is the moment "latest" is pinned to: Kinesis's clock (the Date of
+// its answer to DescribeStreamSummary) less a second, since arrival times
+// are stamped on that clock; this machine's clock, with a warning, when
+// Kinesis cannot be asked.
+func tipNow(ctx context.Context, w io.Writer, api interface {
+	DescribeStreamSummary(context.Context, *kinesis.DescribeStreamSummaryInput, ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}, stream string) time.Time {
+	in := &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)}
+	if strings.HasPrefix(stream, "arn:") {
+		in = &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String(stream)}
+	}
+	out, err := api.DescribeStreamSummary(ctx, in)
+	if err == nil {
+		if t, ok := shards.ServerTime(out.ResultMetadata); ok {
+			return t.Add(-time.Second)
+		}
+	}
+	fmt.Fprintf(w, "warning: could not read Kinesis's clock (%v); latest is pinned on this machine's clock, off by as much as it is\n", err)
+	return time.Now()
 }
 
 // resetPosition turns --to into the position recorded on the row, in the

@@ -48,7 +48,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
 	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
 	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
-	fs.DurationVar(&f.targetTimeout, "target-timeout", lambdaenv.MaxTargetTimeout, "the target function's own timeout: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer")
+	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "the target function's own timeout, shorter than --run-length: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer, and no delivery starts that it would carry past a run; 0: unknown (an invoke waits up to "+lambdaenv.MaxTargetTimeout.String()+")")
 	fs.StringVar(&f.invokeIdentity, "invoke-identity-arn", "", "the records' invokeIdentityArn (an IAM role ARN); empty: the caller's identity from STS")
 	f.policy = addPolicyFlags(fs)
 	fs.BoolVar(&f.emf, "metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
@@ -83,10 +83,17 @@ func (f *runFlags) check() (reader.Options, error) {
 		{"--batch-size", strconv.Itoa(f.batch), lambdaenv.BatchSizeLimit.Check(f.batch)},
 		{"--poll-interval", f.poll.String(), lambdaenv.PollIntervalLimit.Check(f.poll)},
 		{"--run-length", f.runLength.String(), lambdaenv.RunLengthLimit.Check(f.runLength)},
-		{"--target-timeout", f.targetTimeout.String(), lambdaenv.TargetTimeoutLimit.Check(f.targetTimeout)},
 	} {
 		if c.err != nil {
 			return reader.Options{}, bad("%s %s: %v", c.flag, c.value, c.err)
+		}
+	}
+	if f.targetTimeout != 0 {
+		if err := lambdaenv.TargetTimeoutLimit.Check(f.targetTimeout); err != nil {
+			return reader.Options{}, bad("--target-timeout %s: %v", f.targetTimeout, err)
+		}
+		if f.targetTimeout >= f.runLength {
+			return reader.Options{}, bad("--target-timeout %s: want a timeout shorter than --run-length (%s): a run must be able to wait out one invocation", f.targetTimeout, f.runLength)
 		}
 	}
 	if f.invokeIdentity != "" {
@@ -94,7 +101,9 @@ func (f *runFlags) check() (reader.Options, error) {
 			return reader.Options{}, bad("--invoke-identity-arn %q: %v", f.invokeIdentity, err)
 		}
 	}
-	return f.policy.options(f.runLength)
+	o, err := f.policy.options(f.runLength)
+	o.TargetTimeout = f.targetTimeout
+	return o, err
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -140,7 +149,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if identity == "" {
 			identity = callerInvokeIdentity(ctx, awsconf.NewSTS(cfg), log)
 		}
-		if tgt, err = reader.NewLambdaTarget(awsconf.NewTargetLambda(cfg, f.targetTimeout), f.target, func(o *reader.LambdaOptions) {
+		invokeTimeout := f.targetTimeout
+		if invokeTimeout == 0 {
+			invokeTimeout = lambdaenv.MaxTargetTimeout
+		}
+		if tgt, err = reader.NewLambdaTarget(awsconf.NewTargetLambda(cfg, invokeTimeout), f.target, func(o *reader.LambdaOptions) {
 			o.Region, o.InvokeIdentityARN = cfg.Region, identity
 		}); err != nil {
 			return err
@@ -216,6 +229,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 func withPolicy(o, p reader.Options) reader.Options {
 	o.MaxRetryAttempts, o.MaxRecordAge, o.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
+	o.TargetTimeout = p.TargetTimeout
 	return o
 }
 

@@ -85,10 +85,15 @@ type Reader struct {
 	InvokeIdentityARN string
 	// TargetTimeout: MaxTargetTimeout when SHARDLOOP_TARGET_TIMEOUT is unset.
 	TargetTimeout time.Duration
-	BatchSize     int32
-	PollInterval  time.Duration
-	RunLength     time.Duration
-	MaxIterations int
+	// TargetTimeoutKnown is true when SHARDLOOP_TARGET_TIMEOUT is set: the
+	// reader then starts no delivery the target's timeout would carry past
+	// its run (reader.Options.TargetTimeout), and the variable must be
+	// shorter than SHARDLOOP_RUN_LENGTH.
+	TargetTimeoutKnown bool
+	BatchSize          int32
+	PollInterval       time.Duration
+	RunLength          time.Duration
+	MaxIterations      int
 
 	// MaxRetryAttempts: -1 (default) retries until the records expire.
 	MaxRetryAttempts int
@@ -110,7 +115,15 @@ func (r Reader) ReaderPolicy() reader.Options {
 		BisectOnError:    r.BisectOnError,
 		BatchingWindow:   r.BatchingWindow,
 		Deaggregate:      r.Deaggregate,
+		TargetTimeout:    r.knownTargetTimeout(),
 	}
+}
+
+func (r Reader) knownTargetTimeout() time.Duration {
+	if r.TargetTimeoutKnown {
+		return r.TargetTimeout
+	}
+	return 0
 }
 
 // Coordinator is the coordinator's configuration.
@@ -221,6 +234,10 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 			e.errs = append(e.errs, &Error{Var: VarOnFailure, Value: r.OnFailure, Want: "an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>), an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>) or empty"})
 		}
 	}
+	r.TargetTimeoutKnown = getenv(VarTargetTimeout) != ""
+	if r.TargetTimeoutKnown && r.RunLength > 0 && r.TargetTimeout >= r.RunLength {
+		e.errs = append(e.errs, &Error{Var: VarTargetTimeout, Value: getenv(VarTargetTimeout), Want: fmt.Sprintf("a timeout shorter than the run length (%s = %s): a run must be able to wait out one invocation of the target", VarRunLength, r.RunLength)})
+	}
 	if r.BatchingWindow > 0 && r.RunLength > 0 && r.BatchingWindow >= r.RunLength {
 		e.errs = append(e.errs, &Error{Var: VarBatchingWindow, Value: e.get(VarBatchingWindow), Want: fmt.Sprintf("a window shorter than the run length (%s = %s): a run's end closes a window", VarRunLength, r.RunLength)})
 	}
@@ -244,7 +261,7 @@ func CoordinatorFromEnv(getenv func(string) string) (Coordinator, error) {
 			e.errs = append(e.errs, &Error{Var: VarStream, Value: c.Stream, Want: "a stream name or a Kinesis stream ARN"})
 		}
 	}
-	// An unset start is no start: checkpoints always win (docs/operations.md).
+	// An unset start is no start: checkpoints always win (docs/design.md).
 	if start, err := ParseStart(c.Start); err != nil {
 		e.errs = append(e.errs, &Error{Var: VarStart, Value: c.Start, Want: StartForms})
 	} else {

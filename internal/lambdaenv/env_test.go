@@ -22,6 +22,15 @@ func TestReaderFromEnv_DefaultsAndValues(t *testing.T) {
 	if r.Table != "leases" || r.Target != "handler" || r.BatchSize != 100 || r.PollInterval != 500*time.Millisecond || r.RunLength != time.Minute || r.MaxIterations != 500 {
 		t.Fatalf("reader env = %+v", r)
 	}
+	if r.TargetTimeoutKnown || r.ReaderPolicy().TargetTimeout != 0 {
+		t.Fatalf("target timeout known without SHARDLOOP_TARGET_TIMEOUT: %+v", r)
+	}
+	r, err = lambdaenv.ReaderFromEnv(getenv(map[string]string{
+		"SHARDLOOP_LEASE_TABLE": "leases", "SHARDLOOP_TARGET_FUNCTION": "handler", "SHARDLOOP_TARGET_TIMEOUT": "30s",
+	}))
+	if err != nil || r.ReaderPolicy().TargetTimeout != 30*time.Second {
+		t.Fatalf("with SHARDLOOP_TARGET_TIMEOUT=30s: %+v, %v; want the reader to know it", r, err)
+	}
 }
 
 func TestFromEnv_ErrorsNameTheVariable(t *testing.T) {
@@ -33,6 +42,7 @@ func TestFromEnv_ErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{}, false, []string{"SHARDLOOP_LEASE_TABLE is not set", "SHARDLOOP_TARGET_FUNCTION is not set"}},
 		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_BATCH_SIZE": "0"}, false, []string{`SHARDLOOP_BATCH_SIZE="0": want an integer from 1 to 10000`}},
 		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_RUN_LENGTH": "20m"}, false, []string{`SHARDLOOP_RUN_LENGTH="20m"`}},
+		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_TARGET_TIMEOUT": "2m"}, false, []string{`SHARDLOOP_TARGET_TIMEOUT="2m": want a timeout shorter than the run length`}},
 		{map[string]string{"SHARDLOOP_STREAM": "s", "SHARDLOOP_LEASE_TABLE": "t"}, true, []string{"SHARDLOOP_STATE_MACHINE_ARN is not set"}},
 		{map[string]string{"SHARDLOOP_STREAM": "s", "SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_STATE_MACHINE_ARN": "a", "SHARDLOOP_START_POSITION": "yesterday"}, true, []string{`SHARDLOOP_START_POSITION="yesterday"`}},
 	}
