@@ -8,13 +8,15 @@
 // fresh owner id and starts a loop for it through a Starter (a Step Functions
 // execution named after the owner in AWS, a goroutine locally). Overlapping
 // coordinators are harmless: the conditional take decides which one starts a
-// loop. A reader that reaches SHARD_END or releases its lease calls Nudge so
-// that children open at once rather than at the next relist, and Run passes
-// again just after the earliest lease expiry it saw, so a dead loop's shard
-// is taken over within moments of its lease lapsing.
+// loop. Whether a held lease has lapsed is judged on the coordinator's own
+// clock by a lease.Observer watching the row's counter; Run passes again just
+// after the earliest moment a watched lease would lapse, and at once after a
+// Nudge (a reader at SHARD_END, a loop that ended), so a dead loop's shard is
+// taken over within moments of its lease lapsing.
 //
-// The first pass of a subscription generation records the subscription's
-// start position on the rows of the shards it opens with (lease.SetStart);
-// readers apply it there and nowhere else. A changed start position is a
-// new generation.
+// Each pass also reads the stream's generation record (lease.Generation): a
+// configured start position the table has not seen begins a new generation,
+// applied once to the shards listed then; one the table has superseded
+// changes nothing (StreamResult.StaleConfiguration). Without a configured
+// start no checkpoint ever moves. docs/design.md states the rules.
 package coordinator

@@ -2,8 +2,10 @@
 // records, in order, to a target: the unit of work of one shardreader
 // Lambda invocation, of one goroutine of the local runner, and of tests.
 //
-// Run takes (or renews) the shard's lease, renews it every 3 s in the
-// background, reads with GetRecords, hands each batch to a Target and
+// Run takes (or renews) the shard's lease through a lease.Holder, which
+// renews it every 3 s in the background and whose deadline (its last good
+// renewal's send time + the lease − a margin) ends every delivery and
+// checkpoint; it reads with GetRecords, hands each batch to a Target and
 // checkpoints it once settled, and returns a State before its deadline. The
 // State is the Step Functions payload: the next run continues from its
 // iterator without calling GetShardIterator (docs/state.md describes it).
@@ -12,10 +14,12 @@
 //
 // Where a shard opens is the pure function Open over the lease row: an
 // unapplied start position, else the checkpoint, else TRIM_HORIZON for a
-// child, else LATEST. A reopening inside a loop (an expired iterator, a
-// batch left unsettled) never uses LATEST: it goes after the loop's
-// checkpoint, or to the first record it read, or, after a LATEST opening
-// with nothing read, AT_TIMESTAMP of that opening less one second.
+// child, else the tip. The tip is pinned on the row before anything is read
+// (Kinesis's time of a LATEST GetShardIterator, less a second, as an
+// AT_TIMESTAMP start), so no reader opens a shard at LATEST twice. A
+// reopening inside a loop (an expired iterator, a batch left unsettled)
+// goes after the loop's checkpoint, or to the first record it read, or to
+// the row's start.
 //
 // Policies, in one place:
 //
