@@ -442,6 +442,30 @@ var conformanceCases = []struct {
 			t.Fatalf("after release = %+v", got)
 		}
 	}},
+	{"RevokedChildIsNotTakenBackByItsLoop", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A new start on a child may come with its parent opened again
+		// (a horizon generation): the child's loop must not take it back
+		// and read it before the parent; a coordinator takes it, once it
+		// lapsed, after the parent is read to its end.
+		noErr(t)(s.Take(ctx, stream, "child", "loop", lease.WithParents("parent")))
+		noErr(t)(s.Take(ctx, stream, "child", "loop/r1", lease.WithOwnerFamily("loop")))
+		_, err := s.SetStart(ctx, stream, "child", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		if _, err := s.Take(ctx, stream, "child", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a revoked child by its loop's next run: err = %v, want ErrHeld", err)
+		}
+		if _, err := s.Take(ctx, stream, "child", "loop/r1"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a revoked child by its holder: err = %v, want ErrHeld", err)
+		}
+		got, _ := s.Get(ctx, stream, "child")
+		l, err := s.Take(ctx, stream, "child", "other", lease.IfCounter(got.Counter))
+		must(t, err)
+		if l.Revoked || l.Owner != "other" {
+			t.Fatalf("take of the lapsed revoked child = %+v, want it taken and no longer revoked", l)
+		}
+		// Not revoked, the child's loop takes it back as before.
+		noErr(t)(s.Take(ctx, stream, "child", "other/r1", lease.WithOwnerFamily("other")))
+	}},
 	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s0:1", Generation: "g1", Order: 1})
 		must(t, err)

@@ -227,14 +227,18 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	}
 	o := applyTake(opts)
 	now := s.opts.Clock()
-	cond := expression.Or(
-		expression.AttributeNotExists(expression.Name(attrOwner)),
-		heldBy(owner),
-	)
+	// The row's holder (or its loop) may take it back, unless it is a
+	// revoked child: a new start may have opened a parent again, and only
+	// a coordinator checks the parents (see Lease.Revoked).
+	mine := heldBy(owner)
 	if o.family != "" {
-		cond = expression.Or(cond, heldBy(o.family),
+		mine = expression.Or(mine, heldBy(o.family),
 			expression.Name(attrOwner).BeginsWith(o.family+RunSeparator))
 	}
+	mine = expression.And(mine, expression.Or(
+		expression.AttributeNotExists(expression.Name(attrRevoked)),
+		expression.AttributeNotExists(expression.Name(attrParents))))
+	cond := expression.Or(expression.AttributeNotExists(expression.Name(attrOwner)), mine)
 	if o.ifCounter {
 		cond = expression.Or(cond, counterIs(o.counter))
 	}

@@ -53,7 +53,10 @@ type Lease struct {
 	// stops at its next renewal; the row is taken by another owner only once a
 	// taker has seen its counter stand still for a lease duration (so the
 	// holder's deadline has passed), or at once by the next run of the same
-	// loop. A take clears it.
+	// loop, unless the shard has parents: the new start may have opened a
+	// parent again, so only a coordinator, which opens a child only after
+	// every parent is read to its end, takes a revoked child. A take clears
+	// it.
 	Revoked bool
 	// Checkpoint is the sequence number of the last record settled, ShardEnd,
 	// or empty when nothing has been checkpointed.
@@ -295,7 +298,8 @@ const RunSeparator = "/"
 // takes each run's lease under a fresh run owner in the family of the loop's
 // owner: the run takes over from the loop's previous run, and a previous
 // run still going (a retried invocation that overlaps the first) finds its
-// next renew or checkpoint refused and stops.
+// next renew or checkpoint refused and stops. It does not apply to a
+// revoked row of a shard with parents (see Lease.Revoked).
 func WithOwnerFamily(family string) TakeOption {
 	return func(o *takeOptions) { o.family = family }
 }

@@ -45,9 +45,17 @@ func cloneGeneration(g Generation) Generation {
 	return g
 }
 
-// takeable reports whether a take by owner with o may have row l.
+// takeable reports whether a take by owner with o may have row l. A
+// revoked child is not taken by its holder's loop: the new start may have
+// opened a parent again, and only a coordinator checks the parents.
 func (o takeOptions) takeable(l Lease, owner string) bool {
-	return l.Owner == "" || l.Owner == owner || o.inFamily(l.Owner) || (o.ifCounter && l.Counter == o.counter)
+	if l.Owner == "" || (o.ifCounter && l.Counter == o.counter) {
+		return true
+	}
+	if l.Revoked && len(l.ParentShardIDs) > 0 {
+		return false
+	}
+	return l.Owner == owner || o.inFamily(l.Owner)
 }
 
 // Take implements Store.
