@@ -1,0 +1,128 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	flagSeed   = flag.Uint64("sim.seed", 0, "run only the world of this seed (with -sim.shrink, a shrunk one)")
+	flagSeeds  = flag.Int("sim.seeds", 0, "how many worlds TestSim runs (default 300, 30 with -short)")
+	flagFirst  = flag.Uint64("sim.first", 1, "the first seed TestSim runs")
+	flagShrink = flag.Uint64("sim.shrink", 0, "apply these reductions (a bit mask, see Reductions) to the world")
+	flagTrace  = flag.Int("sim.trace", 150, "trace lines printed for a failing world")
+	flagNoShr  = flag.Bool("sim.noshrink", false, "do not shrink failing worlds")
+	flagQuiet  = flag.Bool("sim.quiet", false, "print only the summary line (for the benchmark)")
+	flagStrict = flag.Bool("sim.strict", false, "fail worlds that break the promise by a known bug too")
+)
+
+// runWorld runs one world in a synctest bubble of its own.
+func runWorld(t *testing.T, cfg Config) *Result {
+	var res *Result
+	synctest.Test(t, func(*testing.T) { res = Run(cfg) })
+	return res
+}
+
+// replay is the command that runs one world again.
+func replay(seed, mask uint64) string {
+	cmd := fmt.Sprintf("go test ./internal/sim -run 'TestSim$' -sim.seed=%d", seed)
+	if mask != 0 {
+		cmd += fmt.Sprintf(" -sim.shrink=%#x", mask)
+	}
+	return cmd + " -v"
+}
+
+// TestSim runs worlds drawn from consecutive seeds and checks the promise
+// in each: every record owed settled, per-key order, one owner at a time,
+// checkpoints that never go back or pass an unsettled record, SHARD_END
+// only when everything before it settled, children after their parents.
+func TestSim(t *testing.T) {
+	first, n := *flagFirst, *flagSeeds
+	if *flagSeed != 0 {
+		first, n = *flagSeed, 1
+	}
+	if n == 0 {
+		n = 300
+		if testing.Short() {
+			n = 30
+		}
+	}
+	var worlds, failed, known, simulated atomic.Int64
+	began := time.Now()
+	t.Run("worlds", func(t *testing.T) {
+		for seed := first; seed < first+uint64(n); seed++ {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				cfg := Shrunk(seed, *flagShrink)
+				res := runWorld(t, cfg)
+				worlds.Add(1)
+				simulated.Add(int64(res.Simulated))
+				switch {
+				case len(res.Unknown()) > 0 || (*flagStrict && res.Failed()):
+					failed.Add(1)
+					report(t, seed, *flagShrink, res)
+				case res.Failed():
+					known.Add(1)
+					if !*flagQuiet {
+						t.Logf("world %d: known bug %s (%d violations; -sim.strict fails it): %s", seed, res.Violations[0].Bug, len(res.Violations), res.Violations[0])
+					}
+				case !*flagQuiet && *flagSeed != 0:
+					t.Logf("seed %d: %s", seed, cfg.Summary())
+					t.Logf("%+v, %s simulated", res.Stats, res.Simulated.Round(time.Second))
+				}
+			})
+		}
+	})
+	el := time.Since(began)
+	fmt.Printf("sim: %d worlds (seeds %d to %d), %d violating (%d more by known bugs), %.1f simulated hours in %s: %.0f worlds a minute\n",
+		worlds.Load(), first, first+uint64(n)-1, failed.Load(), known.Load(), time.Duration(simulated.Load()).Hours(), el.Round(time.Millisecond),
+		float64(worlds.Load())/el.Minutes())
+}
+
+// report prints a failing world: its seed, the replay command, the
+// violations, the trace; then it shrinks it.
+func report(t *testing.T, seed, mask uint64, res *Result) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "world %d broke the promise (%d violations)\n  replay: %s\n  world: %s\n", seed, len(res.Violations), replay(seed, mask), res.Config.Summary())
+	if mask != 0 {
+		fmt.Fprintf(&b, "  shrunk: %s\n", MaskNames(mask))
+	}
+	for i, v := range res.Violations {
+		if i == 10 {
+			fmt.Fprintf(&b, "  … %d more\n", len(res.Violations)-i)
+			break
+		}
+		fmt.Fprintf(&b, "  ! %s\n", v)
+	}
+	fmt.Fprintf(&b, "  trace (the shards involved):\n")
+	for _, l := range res.Trace(*flagTrace) {
+		fmt.Fprintf(&b, "    %s\n", l)
+	}
+	t.Error(b.String())
+	if *flagNoShr || mask != 0 {
+		return
+	}
+	m := shrink(t, seed)
+	if m != 0 {
+		t.Errorf("world %d still fails shrunk to: %s\n  replay: %s", seed, MaskNames(m), replay(seed, m))
+	}
+}
+
+// shrink tries each reduction in turn, keeping those after which the world
+// still fails; it returns the mask of the smallest world that failed.
+func shrink(t *testing.T, seed uint64) uint64 {
+	var mask uint64
+	for i := range Reductions {
+		try := mask | 1<<i
+		if res := runWorld(t, Shrunk(seed, try)); len(res.Unknown()) > 0 || (*flagStrict && res.Failed()) {
+			mask = try
+		}
+	}
+	return mask
+}

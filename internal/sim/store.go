@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+// table is the world's one lease table: the real lease.MemoryStore, with
+// every call serialised under one lock together with the checker's
+// bookkeeping, so that the checker sees the writes in the order the table
+// made them.
+type table struct {
+	w     *World
+	mu    sync.Mutex
+	inner *lease.MemoryStore
+}
+
+// store is one host's view of the table: the network between them, with
+// latency on every call, writes that fail before they are made or after
+// (the answer lost), and renewals that succeed slowly. Latency after a
+// write honours ctx: a caller that gives up sees an error although the
+// write was made.
+type store struct {
+	t   *table
+	dep string
+}
+
+var _ lease.Store = (*store)(nil)
+
+// errStore is the cause of an injected store failure: neither ErrHeld nor
+// ErrNotOwner, so callers treat it as transient.
+var errStore = errors.New("sim: lease store unavailable (injected)")
+
+type storeFault int
+
+const (
+	faultNone storeFault = iota
+	faultBefore
+	faultAfter
+)
+
+// call runs one store call: latency, the fault drawn, f under the table's
+// lock, latency back.
+func (s *store) call(ctx context.Context, op, stream, shardID string, write bool, f func() error) error {
+	w := s.t.w
+	fs := &w.cfg.Faults
+	rs := w.rnd.get("store:" + stream + ":" + shardID)
+	before, after := rs.latency(fs.StoreLatency, fs.StoreTail), rs.latency(fs.StoreLatency, fs.StoreTail)
+	fault := faultNone
+	if write {
+		switch x := rs.float(); {
+		case x < fs.StoreBefore:
+			fault = faultBefore
+		case x < fs.StoreBefore+fs.StoreAfter:
+			fault = faultAfter
+		}
+	}
+	if op == "renew" && rs.hit(fs.SlowRenew) {
+		slow := rs.dur(time.Second, max(time.Second, fs.SlowRenewMax))
+		if rs.intN(2) == 0 {
+			before += slow
+		} else {
+			after += slow
+		}
+	}
+	if err := sleep(ctx, before); err != nil {
+		return err
+	}
+	if fault == faultBefore {
+		w.tr.add(w.shardName(shardID), "", "%s: %s failed before the write (injected)", s.dep, op)
+		return errStore
+	}
+	s.t.mu.Lock()
+	err := f()
+	s.t.mu.Unlock()
+	if err == nil && fault == faultAfter {
+		w.tr.add(w.shardName(shardID), "", "%s: %s written, answer lost (injected)", s.dep, op)
+		return errStore
+	}
+	if e := sleep(ctx, after); e != nil && err == nil {
+		return e // written, but the caller gave up waiting
+	}
+	return err
+}
+
+// Take implements lease.Store.
+func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.call(ctx, "take", stream, shardID, true, func() error {
+		l, err := s.t.inner.Take(ctx, stream, shardID, owner, opts...)
+		if err == nil {
+			w := s.t.w
+			w.tr.owner(s.dep, owner)
+			w.chk.took(runKey(invocationOf(ctx), owner), owner, l)
+			w.tr.add(w.shardName(shardID), owner, "took the row (counter %d, checkpoint %s, start %q)", l.Counter, short(l.Checkpoint), l.Start)
+		}
+		out = l
+		return err
+	})
+	return out, err
+}
+
+// Renew implements lease.Store.
+func (s *store) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.call(ctx, "renew", stream, shardID, true, func() error {
+		l, err := s.t.inner.Renew(ctx, stream, shardID, owner)
+		if err != nil && errors.Is(err, lease.ErrNotOwner) {
+			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "renewal refused")
+		}
+		out = l
+		return err
+	})
+	return out, err
+}
+
+// Checkpoint implements lease.Store.
+func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.call(ctx, "checkpoint", stream, shardID, true, func() error {
+		l, err := s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
+		if err == nil {
+			w := s.t.w
+			w.tr.add(w.shardName(shardID), owner, "checkpoint %s", short(seq))
+			w.chk.checkpoint(owner, l, seq)
+		}
+		out = l
+		return err
+	})
+	return out, err
+}
+
+// Pin implements lease.Store.
+func (s *store) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.call(ctx, "pin", stream, shardID, true, func() error {
+		l, err := s.t.inner.Pin(ctx, stream, shardID, owner, start)
+		if err == nil {
+			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "pinned its opening at %s", start)
+		}
+		out = l
+		return err
+	})
+	return out, err
+}
+
+// Release implements lease.Store.
+func (s *store) Release(ctx context.Context, stream, shardID, owner string) error {
+	return s.call(ctx, "release", stream, shardID, true, func() error {
+		err := s.t.inner.Release(ctx, stream, shardID, owner)
+		if err == nil {
+			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "released the row")
+		}
+		return err
+	})
+}
+
+// Get implements lease.Store.
+func (s *store) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.call(ctx, "get", stream, shardID, false, func() (err error) {
+		out, err = s.t.inner.Get(ctx, stream, shardID)
+		return err
+	})
+	return out, err
+}
+
+// GetMany implements lease.Store.
+func (s *store) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]lease.Lease, error) {
+	var out map[string]lease.Lease
+	err := s.call(ctx, "get many", stream, "", false, func() (err error) {
+		out, err = s.t.inner.GetMany(ctx, stream, shardIDs)
+		return err
+	})
+	return out, err
+}
+
+// List implements lease.Store.
+func (s *store) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	var out []lease.Lease
+	err := s.call(ctx, "list", stream, "", false, func() (err error) {
+		out, err = s.t.inner.List(ctx, stream)
+		return err
+	})
+	return out, err
+}
+
+// SetStart implements lease.Store.
+func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
+	var changed bool
+	err := s.call(ctx, "set start", stream, shardID, true, func() (err error) {
+		changed, err = s.t.inner.SetStart(ctx, stream, shardID, st)
+		if err == nil && changed {
+			w := s.t.w
+			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, fresh %v)",
+				s.dep, st.Position, st.Order, st.ClearCheckpoint, st.Finished, st.IfAbsent, st.Fresh)
+			w.chk.setStart(shardID, st, changed)
+		}
+		return err
+	})
+	return changed, err
+}
+
+// Delete implements lease.Store.
+func (s *store) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+	return s.call(ctx, "delete", stream, shardID, true, func() error {
+		row, getErr := s.t.inner.Get(ctx, stream, shardID)
+		err := s.t.inner.Delete(ctx, stream, shardID, counter)
+		if err == nil && getErr == nil {
+			w := s.t.w
+			w.tr.add(w.shardName(shardID), "", "%s: row deleted", s.dep)
+			w.chk.deletedRow(row)
+		}
+		return err
+	})
+}
+
+// Reset implements lease.Store.
+func (s *store) Reset(ctx context.Context, stream, shardID, start string, force bool) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.call(ctx, "reset", stream, shardID, true, func() (err error) {
+		out, err = s.t.inner.Reset(ctx, stream, shardID, start, force)
+		if err == nil {
+			s.t.w.chk.deletedRow(out) // a new epoch; no reset is drawn by worlds yet
+		}
+		return err
+	})
+	return out, err
+}
+
+// GetGeneration implements lease.Store.
+func (s *store) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	var out lease.Generation
+	err := s.call(ctx, "get generation", stream, "#generation", false, func() (err error) {
+		out, err = s.t.inner.GetGeneration(ctx, stream)
+		return err
+	})
+	return out, err
+}
+
+// PutGeneration implements lease.Store.
+func (s *store) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	return s.call(ctx, "put generation", stream, "#generation", true, func() error {
+		if err := s.t.inner.PutGeneration(ctx, stream, g, prevOrder); err != nil {
+			return err
+		}
+		if g.Order == prevOrder {
+			return nil // the same generation, marked applied
+		}
+		found := map[string]rowAt{}
+		rows, _ := s.t.inner.GetMany(context.WithoutCancel(ctx), stream, g.Shards)
+		for id, r := range rows {
+			if g.Incarnation == 0 || r.Incarnation == 0 || r.Incarnation == g.Incarnation {
+				found[id] = rowAt{existed: true, finished: r.Finished()}
+			}
+		}
+		w := s.t.w
+		w.tr.add("", "", "%s: generation %d recorded: %s start %s tip %s over %d shards (superseded %v)", s.dep, g.Order, g.ID, g.Start, g.Tip, len(g.Shards), g.Superseded)
+		w.chk.generation(g, found)
+		return nil
+	})
+}
