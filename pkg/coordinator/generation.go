@@ -44,7 +44,12 @@ func generationID(sub Subscription) string {
 // stepFor decides the generation step of a pass from the stream's record
 // (found false when there is none) and the stream's current incarnation.
 //
-//   - No record, or one of an earlier incarnation of the stream: begin.
+//   - No record, or one of an earlier incarnation of the stream: begin,
+//     unless that record lists this configuration as superseded: the order
+//     of configurations outlives the stream, so a coordinator of an older
+//     deploy that is still running when the stream is created again does
+//     not begin the new incarnation with its start (and supersede the
+//     configuration deployed since).
 //   - The record is this configuration's: finish it if not yet applied.
 //   - Without a configured start, never begin over a record: follow it.
 //   - A configuration the record has superseded is older: stale.
@@ -56,6 +61,9 @@ func stepFor(rec lease.Generation, found bool, sub Subscription, incarnation int
 	sameIncarnation := found && (rec.Incarnation == 0 || incarnation == 0 || rec.Incarnation == incarnation)
 	switch {
 	case !sameIncarnation:
+		if found && rec.Supersedes(id) {
+			return genStale
+		}
 		return genBegin
 	case rec.ID == id:
 		if rec.Applied {

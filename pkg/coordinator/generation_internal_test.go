@@ -38,6 +38,11 @@ func TestStepFor(t *testing.T) {
 		{"RecordOfAnEarlierIncarnationBeginsAgain", rec("gh", true, 5), true, horizon, 7, genBegin},
 		{"RecordOfAnEarlierIncarnationBeginsTheDefault", rec("gh", true, 5), true, none, 7, genBegin},
 		{"UnknownIncarnationTrustsTheRecord", rec("gh", true, 0), true, horizon, 7, genFollow},
+		// An old deploy's coordinator still running when the stream is
+		// created again must not begin it with its superseded start.
+		{"SupersededConfigurationStaysStaleOnANewIncarnation", rec("gl", true, 5, "gh"), true, horizon, 7, genStale},
+		{"SupersededDefaultStaysStaleOnANewIncarnation", rec("gh", true, 5, lease.DefaultGeneration), true, none, 7, genStale},
+		{"CurrentConfigurationBeginsTheNewIncarnation", rec("gl", true, 5, "gh"), true, latest, 7, genBegin},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
