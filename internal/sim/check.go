@@ -58,11 +58,15 @@ type checker struct {
 	bySeq map[string]*rec
 	sh    map[shardKey]*shardState
 	keys  map[keyKey][]*rec
-	low   map[keyKey]int            // per key, the lowest record number not yet settled
+	low   map[lowKey]int            // per key and generation, the lowest record number not settled and owed
 	bad   map[keyKey]bool           // keys whose order broke (reported once)
 	rules map[int64]map[string]rule // by generation order, per shard id
-	gens  []lease.Generation
-	runs  map[string]runTake // run key "|" inc/shard -> its take
+	// ruleInc is the incarnation of each generation order's rules; maxOrder
+	// each incarnation's latest generation.
+	ruleInc  map[int64]int
+	maxOrder map[int]int64
+	gens     []lease.Generation
+	runs     map[string]runTake // run key "|" inc/shard -> its take
 	// early are the loops a coordinator started on a shard whose
 	// generation's start had not reached the row yet (bug B1).
 	early map[string]bool
@@ -79,6 +83,11 @@ type shardKey struct {
 func (k shardKey) String() string { return strconv.Itoa(k.inc) + "/" + k.id }
 
 type keyKey struct{ inc, key int }
+
+type lowKey struct {
+	keyKey
+	order int64
+}
 
 // rec is one record written.
 type rec struct {
@@ -116,6 +125,7 @@ type shardState struct {
 
 	epoch    int
 	applied  int64 // order of the last generation whose start reached the row
+	created  int64 // the incarnation's latest generation when the shard appeared
 	bug      string
 	lastCkpt int // index of the last checkpoint in this epoch; -1 none
 	endEpoch int // epoch of the last SHARD_END; -1 none
@@ -130,7 +140,7 @@ type rule struct {
 	order int64
 	kind  ruleKind
 	at    time.Time // fromArrival
-	seq   string    // fromSeq
+	idx   int       // fromSeq: the index of the record named in its shard, -1 unknown
 	desc  string
 }
 
@@ -150,19 +160,9 @@ func (r *rule) owes(x *rec) bool {
 	case owesFromArrival:
 		return !x.arrival.Before(r.at)
 	case owesFromSeq:
-		s := x.shard.bySeqIdx(r.seq)
-		return s < 0 || x.idx >= s
+		return r.idx < 0 || x.idx >= r.idx
 	}
 	return true
-}
-
-func (s *shardState) bySeqIdx(seq string) int {
-	for i, r := range s.recs {
-		if r.seq == seq {
-			return i
-		}
-	}
-	return -1
 }
 
 // interval is one delivery call.
@@ -196,7 +196,8 @@ func (v Violation) String() string {
 // runTake is what the checker keeps of a run's take of a row.
 type runTake struct {
 	epoch   int
-	pending bool // the shard's generation had not reached the row
+	order   int64 // the generation the run reads under
+	pending bool  // the shard's generation had not reached the row
 }
 
 // Stats count what a world did.
@@ -209,7 +210,7 @@ type Stats struct {
 func newChecker(tr *tracer) *checker {
 	return &checker{
 		tr: tr, incs: map[int64]int{}, gone: map[int]time.Time{}, bySeq: map[string]*rec{},
-		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[keyKey]int{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
+		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
 	}
 }
 
@@ -263,7 +264,7 @@ func (c *checker) deleted(inc int) {
 func (c *checker) shard(k shardKey) *shardState {
 	s := c.sh[k]
 	if s == nil {
-		s = &shardState{key: k, lastCkpt: -1, endEpoch: -1, first: map[int]bool{}}
+		s = &shardState{key: k, lastCkpt: -1, endEpoch: -1, first: map[int]bool{}, created: c.maxOrder[k.inc]}
 		c.sh[k] = s
 	}
 	return s
@@ -310,7 +311,13 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
 	s := c.shard(k)
 	pending := s.cfg != nil && s.cfg.order > s.applied
-	c.runs[run+"|"+k.String()] = runTake{epoch: s.epoch, pending: pending}
+	// A run reads under the generation the row was last reset by, or, for a
+	// row no generation reached, the one the shard was created under.
+	order := s.applied
+	if order == 0 {
+		order = s.created
+	}
+	c.runs[run+"|"+k.String()] = runTake{epoch: s.epoch, order: order, pending: pending}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
 	}
@@ -349,6 +356,23 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 		}
 	}
 	c.rules[g.Order] = rules
+	c.ruleInc[g.Order] = inc
+	c.maxOrder[inc] = max(c.maxOrder[inc], g.Order)
+}
+
+// ruleAt is the rule shard s was under in generation order o: that of the
+// latest generation up to o that changed it; nil (every record) when none
+// did.
+func (c *checker) ruleAt(s *shardState, o int64) *rule {
+	for ; o > 0; o-- {
+		if c.ruleInc[o] != s.key.inc {
+			continue
+		}
+		if r, ok := c.rules[o][s.key.id]; ok {
+			return &r
+		}
+	}
+	return nil
 }
 
 // ruleFor is what generation g owes on shard id; changes is false when g
@@ -383,7 +407,11 @@ func (c *checker) ruleFor(g lease.Generation, id string, row rowAt, tip time.Tim
 			if row.existed && row.finished {
 				return rule{}, false // a shard read to its end is not read again
 			}
-			return rule{order: g.Order, kind: owesFromSeq, seq: p.Seq, desc: "from its record " + p.Seq}, true
+			idx := -1
+			if x := c.bySeq[p.Seq]; x != nil && x.shard == s {
+				idx = x.idx
+			}
+			return rule{order: g.Order, kind: owesFromSeq, idx: idx, desc: "from its record " + short(p.Seq)}, true
 		}
 		return fromTip("sequence start of another shard")
 	}
@@ -399,8 +427,9 @@ func timestampOf(pos string) (time.Time, bool) {
 	return p.At, true
 }
 
-// setStart notes a start recorded on a row (changed: it was written).
-func (c *checker) setStart(shardID string, st lease.Start, changed bool) {
+// setStart notes a start recorded on a row (changed: it was written),
+// with the row as it is now.
+func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lease.Lease) {
 	if !changed {
 		return
 	}
@@ -417,8 +446,13 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool) {
 			s.cfgEpoch = s.epoch
 		}
 	}
-	if st.Finished {
+	switch {
+	case st.Finished:
 		c.shardEnd(s, "generation "+st.Generation)
+	case row.Finished():
+		// A start that keeps the checkpoint (a sequence start) leaves a
+		// shard read to its end as it is: it is not read again.
+		s.endEpoch, s.lastCkpt = s.epoch, len(s.recs)
 	}
 }
 
@@ -560,7 +594,7 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 		if len(x.settles) == 0 {
 			c.stats.Settled++
 			if known && epoch == s.epoch {
-				c.firstDelivery(x, owner)
+				c.firstDelivery(x, owner, take.order)
 			}
 		} else {
 			c.stats.Duplicates++
@@ -570,27 +604,30 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 }
 
 // firstDelivery checks the first delivery ever of x, by a run of its
-// shard's current epoch: every earlier record of its key that its shard's
-// row owes must have been settled (or given up) already.
-func (c *checker) firstDelivery(x *rec, owner string) {
+// shard's current epoch reading under generation order: every earlier
+// record of its key that the same generation owes must have been settled
+// (or given up) already.
+func (c *checker) firstDelivery(x *rec, owner string, order int64) {
 	kk := keyKey{x.inc, x.key}
 	if c.bad[kk] {
 		return
 	}
 	xs := c.keys[kk]
-	lo := c.low[kk]
-	for lo < len(xs) && len(xs[lo].settles) > 0 {
+	// low moves past the records settled or not owed under order.
+	lk := lowKey{kk, order}
+	lo := c.low[lk]
+	for lo < len(xs) && (len(xs[lo].settles) > 0 || !c.ruleAt(xs[lo].shard, order).owes(xs[lo])) {
 		lo++
 	}
-	c.low[kk] = lo
+	c.low[lk] = lo
+	if lo >= x.n {
+		return
+	}
 	for _, y := range xs[lo:x.n] {
 		if len(y.settles) > 0 {
 			continue
 		}
-		rl := y.shard.row
-		if rl == nil {
-			rl = y.shard.cfg
-		}
+		rl := c.ruleAt(y.shard, order)
 		if _, gone := c.gone[y.inc]; !gone && rl.owes(y) {
 			c.bad[kk] = true
 			c.failBug(x.shard.key, either(x.shard.bug, y.shard.bug), "%s delivered record %s (key %d #%d) for the first time before record %s (#%d, shard %s, owed: %s) was ever settled",
@@ -764,6 +801,14 @@ func (t *tracer) nameLocked(who string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.name(who)
+}
+
+// rowRule is the rule a shard's row is under.
+func rowRule(s *shardState) *rule {
+	if s.row != nil {
+		return s.row
+	}
+	return s.cfg
 }
 
 func either(a, b string) string {

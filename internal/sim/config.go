@@ -40,6 +40,12 @@ type Config struct {
 	// Events happen at their time into the world, in order.
 	Events []Event
 
+	// Sabotage breaks one rule of the system on purpose, in the world's
+	// network or table, for the simulator's own tests (that each check
+	// catches what it is for): see the Sabotage constants. Empty in every
+	// drawn world.
+	Sabotage Sabotage
+
 	// ReaderHook, when set, adjusts every reader's options after the world
 	// set them: the place for settings the world does not draw yet
 	// (parallel delivery, filters, tumbling windows). dep is the
@@ -164,6 +170,25 @@ type Event struct {
 	Pause      time.Duration
 }
 
+// Sabotage is a deliberate bug a world can carry.
+type Sabotage string
+
+// The sabotages, each of which one check must catch.
+const (
+	// DropRecord: one GetRecords answer, two minutes in, leaves out a
+	// record from the middle of its batch.
+	DropRecord Sabotage = "drop-record"
+	// Steal: two minutes in, one shard's held row looks free to the
+	// coordinators and their take of it succeeds.
+	Steal Sabotage = "steal"
+	// CheckpointBack: one checkpoint, two minutes in, writes the one before.
+	CheckpointBack Sabotage = "checkpoint-back"
+	// EarlyChild: the coordinators see every parent read to its end.
+	EarlyChild Sabotage = "early-child"
+	// EarlyEnd: reading a closed shard ends before its last records.
+	EarlyEnd Sabotage = "early-end"
+)
+
 // Draw makes the world of seed.
 func Draw(seed uint64) Config {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -183,7 +208,7 @@ func Draw(seed uint64) Config {
 		Keys:         2 + r.IntN(40),
 		Rate:         1 + 24*f(),
 		Produce:      between(10*time.Minute, 12*time.Minute),
-		DataSize:     16 + r.IntN(200),
+		DataSize:     8 + r.IntN(56),
 		Drain:        15 * time.Minute,
 		ReshardDelay: []time.Duration{0, 0, time.Second, 3 * time.Second}[r.IntN(4)],
 	}
@@ -205,7 +230,7 @@ func Draw(seed uint64) Config {
 
 	rc := ReaderConfig{
 		BatchSize:        []int32{1, 10, 100, 100, 500}[r.IntN(5)],
-		Poll:             []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, time.Second}[r.IntN(4)],
+		Poll:             []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, time.Second, time.Second, time.Second, time.Second, time.Second}[r.IntN(8)],
 		RunLength:        []time.Duration{20 * time.Second, 30 * time.Second, 60 * time.Second}[r.IntN(3)],
 		Lease:            10 * time.Second,
 		Renew:            3 * time.Second,
@@ -213,7 +238,7 @@ func Draw(seed uint64) Config {
 		MaxIterations:    []int{3, 500}[r.IntN(2)],
 		MaxRetryAttempts: -1,
 		FunctionTimeout:  between(3*time.Second, 15*time.Second),
-		LambdaTarget:     f() < 0.4,
+		LambdaTarget:     f() < 0.3,
 	}
 	if f() < 0.2 {
 		rc.Lease, rc.Renew = 6*time.Second, 2*time.Second

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -20,8 +21,9 @@ type network struct {
 	w     *World
 	inner *kinesismem.Client
 
-	mu     sync.Mutex
-	shards map[string]string // iterator -> shard id, for per-shard draws
+	mu           sync.Mutex
+	shards       map[string]string // iterator -> shard id, for per-shard draws
+	sabotageDone bool              // DropRecord done
 }
 
 func (n *network) shardOf(it *string) string {
@@ -138,6 +140,27 @@ func (n *network) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o
 	out, err := n.inner.GetRecords(ctx, in, optFns...)
 	if err == nil {
 		n.noteIterator(out.NextShardIterator, id)
+		n.sabotage(id, out)
 	}
 	return out, err
+}
+
+// sabotage breaks an answer as Config.Sabotage says.
+func (n *network) sabotage(shardID string, out *kinesis.GetRecordsOutput) {
+	w := n.w
+	switch w.cfg.Sabotage {
+	case DropRecord:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if !n.sabotageDone && len(out.Records) >= 3 && time.Since(w.began) > 2*time.Minute {
+			n.sabotageDone = true
+			w.tr.add(w.shardName(shardID), "", "SABOTAGE: record %s left out of a GetRecords answer", short(aws.ToString(out.Records[1].SequenceNumber)))
+			out.Records = append(out.Records[:1], out.Records[2:]...)
+		}
+	case EarlyEnd:
+		if len(out.Records) >= 2 && w.closed(shardID) {
+			w.tr.add(w.shardName(shardID), "", "SABOTAGE: the closed shard ends after %s", short(aws.ToString(out.Records[0].SequenceNumber)))
+			out.Records, out.NextShardIterator = out.Records[:1], nil
+		}
+	}
 }

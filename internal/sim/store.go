@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +19,12 @@ type table struct {
 	w     *World
 	mu    sync.Mutex
 	inner *lease.MemoryStore
+
+	// What the sabotages (Config.Sabotage) need.
+	stolen    string              // the shard Steal makes look free
+	stealEnd  time.Time           // until then
+	lastCkpts map[string][]string // per shard, its last checkpoints
+	ckptBack  bool                // CheckpointBack done
 }
 
 // store is one host's view of the table: the network between them, with
@@ -49,7 +57,13 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 	w := s.t.w
 	fs := &w.cfg.Faults
 	rs := w.rnd.get("store:" + stream + ":" + shardID)
-	before, after := rs.latency(fs.StoreLatency, fs.StoreTail), rs.latency(fs.StoreLatency, fs.StoreTail)
+	// The write lands after the call's latency, or (one call in four) part
+	// way, the rest of the latency being the answer's way back.
+	before, after := rs.latency(fs.StoreLatency, fs.StoreTail), time.Duration(0)
+	if rs.intN(4) == 0 {
+		after = before / 2
+		before -= after
+	}
 	fault := faultNone
 	if write {
 		switch x := rs.float(); {
@@ -91,6 +105,11 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
 	var out lease.Lease
 	err := s.call(ctx, "take", stream, shardID, true, func() error {
+		if s.t.w.cfg.Sabotage == Steal && shardID == s.t.stolen && time.Now().Before(s.t.stealEnd) && lease.LoopOwner(owner) == owner {
+			if row, err := s.t.inner.Get(ctx, stream, shardID); err == nil {
+				opts = append(opts, lease.IfCounter(row.Counter))
+			}
+		}
 		l, err := s.t.inner.Take(ctx, stream, shardID, owner, opts...)
 		if err == nil {
 			w := s.t.w
@@ -122,6 +141,15 @@ func (s *store) Renew(ctx context.Context, stream, shardID, owner string) (lease
 func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	var out lease.Lease
 	err := s.call(ctx, "checkpoint", stream, shardID, true, func() error {
+		if s.t.w.cfg.Sabotage == CheckpointBack && seq != lease.ShardEnd {
+			last := s.t.lastCkpts[shardID]
+			if !s.t.ckptBack && len(last) == 2 && time.Since(s.t.w.began) > 2*time.Minute {
+				s.t.ckptBack = true
+				s.t.w.tr.add(s.t.w.shardName(shardID), owner, "SABOTAGE: checkpoint %s written as %s", short(seq), short(last[0]))
+				seq = last[0]
+			}
+			s.t.lastCkpts[shardID] = append(last, seq)[max(0, len(last)-1):]
+		}
 		l, err := s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
 		if err == nil {
 			w := s.t.w
@@ -174,9 +202,40 @@ func (s *store) GetMany(ctx context.Context, stream string, shardIDs []string) (
 	var out map[string]lease.Lease
 	err := s.call(ctx, "get many", stream, "", false, func() (err error) {
 		out, err = s.t.inner.GetMany(ctx, stream, shardIDs)
+		if err == nil {
+			s.sabotageRows(out)
+		}
 		return err
 	})
 	return out, err
+}
+
+// sabotageRows breaks what GetMany read as Config.Sabotage says.
+func (s *store) sabotageRows(rows map[string]lease.Lease) {
+	w := s.t.w
+	switch w.cfg.Sabotage {
+	case Steal:
+		if s.t.stolen == "" && time.Since(w.began) > 2*time.Minute {
+			for _, id := range slices.Sorted(maps.Keys(rows)) {
+				if rows[id].Held() && !rows[id].Finished() {
+					s.t.stolen, s.t.stealEnd = id, time.Now().Add(30*time.Second)
+					w.tr.add(w.shardName(id), "", "SABOTAGE: its row looks free to coordinators for 30 s")
+					break
+				}
+			}
+		}
+		if r, ok := rows[s.t.stolen]; ok && time.Now().Before(s.t.stealEnd) {
+			r.Owner = ""
+			rows[s.t.stolen] = r
+		}
+	case EarlyChild:
+		for id, r := range rows {
+			if w.closed(id) && !r.Finished() {
+				r.Checkpoint = lease.ShardEnd
+				rows[id] = r
+			}
+		}
+	}
 }
 
 // List implements lease.Store.
@@ -198,7 +257,8 @@ func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, fresh %v)",
 				s.dep, st.Position, st.Order, st.ClearCheckpoint, st.Finished, st.IfAbsent, st.Fresh)
-			w.chk.setStart(shardID, st, changed)
+			row, _ := s.t.inner.Get(ctx, stream, shardID)
+			w.chk.setStart(shardID, st, changed, row)
 		}
 		return err
 	})

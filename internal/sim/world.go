@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ type World struct {
 
 	ctx  context.Context
 	deps []driver
+	bg   sync.WaitGroup // the world's own helpers
 
 	mu      sync.Mutex
 	inc     int   // the stream's current incarnation
@@ -109,7 +111,7 @@ func Run(cfg Config) *Result {
 	if err != nil {
 		panic(err)
 	}
-	w.table = &table{w: w, inner: mem}
+	w.table = &table{w: w, inner: mem, lastCkpts: map[string][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.ctx = ctx
 	w.starts = make([]string, len(cfg.Deployments))
@@ -128,8 +130,8 @@ func Run(cfg Config) *Result {
 		}
 	}
 	for _, e := range cfg.Events {
-		if e.At >= cfg.Produce {
-			continue
+		if e.At >= cfg.Produce || time.Since(began) >= cfg.Produce {
+			continue // a re-creation's wait may run past production
 		}
 		time.Sleep(time.Until(began.Add(e.At)))
 		w.apply(e)
@@ -148,12 +150,22 @@ func Run(cfg Config) *Result {
 		d.stop()
 	}
 	cancel()
+	w.bg.Wait()
 	w.chk.finish()
 	parents := map[string][]string{}
 	for k, s := range w.chk.sh {
 		parents[k.String()] = s.parents
 	}
 	return &Result{Config: cfg, Violations: w.chk.violations, Stats: w.chk.stats, Simulated: time.Since(began), trace: w.tr, parents: parents}
+}
+
+// closed reports whether a shard of the current incarnation is closed.
+func (w *World) closed(shardID string) bool {
+	inc := w.incNow()
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	s := w.chk.sh[shardKey{inc, shardID}]
+	return s != nil && s.closed
 }
 
 func (w *World) incNow() int {
@@ -312,11 +324,11 @@ func (w *World) reshard(e Event) {
 		w.tr.add("", "", "%s refused: %v", e.Kind, err)
 		return
 	}
-	go func() {
+	w.bg.Go(func() {
 		// The new shards appear once the stream is ACTIVE again.
 		time.Sleep(w.cfg.ReshardDelay + time.Millisecond)
 		w.noteShape()
-	}()
+	})
 	w.noteShape()
 }
 
@@ -367,7 +379,8 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 		MaxIterations: rc.MaxIterations, RenewInterval: rc.Renew, LeaseDuration: rc.Lease,
 		TargetTimeout: rc.TargetTimeout, MaxRetryAttempts: reader.RetryAttempts(rc.MaxRetryAttempts),
 		BisectOnError: rc.Bisect, MaxRecordAge: rc.MaxRecordAge,
-		Clock: clock.Now,
+		Clock:  clock.Now,
+		Logger: slog.New(slog.DiscardHandler),
 	}
 	if rc.MaxRetryAttempts >= 0 || rc.MaxRecordAge > 0 {
 		o.OnFailure = &destination{w: w, dep: dep}
@@ -438,13 +451,17 @@ func (p *producer) restart() {
 	p.mu.Unlock()
 }
 
-const tick = 250 * time.Millisecond
+const tick = 500 * time.Millisecond
 
 func (p *producer) run(ctx context.Context) {
 	w := p.w
 	rs := w.rnd.get("producer")
 	pad := strings.Repeat("x", w.cfg.DataSize)
 	owed := 0.0
+	perm := make([]int, len(p.next))
+	for i := range perm {
+		perm[i] = i
+	}
 	for ctx.Err() == nil {
 		if err := sleep(ctx, tick); err != nil {
 			return
@@ -467,15 +484,11 @@ func (p *producer) run(ctx context.Context) {
 			continue
 		}
 		// n distinct keys, each at most once in the request.
-		keys := make([]int, len(p.next))
-		for i := range keys {
-			keys[i] = i
-		}
 		for i := range n {
-			j := i + rs.intN(len(keys)-i)
-			keys[i], keys[j] = keys[j], keys[i]
+			j := i + rs.intN(len(perm)-i)
+			perm[i], perm[j] = perm[j], perm[i]
 		}
-		keys = keys[:n]
+		keys := perm[:n]
 		p.mu.Lock()
 		entries := make([]types.PutRecordsRequestEntry, n)
 		nums := make([]int, n)

@@ -1,0 +1,68 @@
+package sim
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var flagSave = flag.String("sim.save", "", "write the world of -sim.seed (and -sim.shrink) to this file as a regression case, with -sim.bug naming what it found")
+var flagBug = flag.String("sim.bug", "", "with -sim.save: what the world found, and the fix")
+
+// regression is one world the simulator found a bug in, kept as a test.
+// The world is kept whole (not as its seed): Draw may change, the world
+// does not.
+type regression struct {
+	Seed   uint64 `json:"seed"`
+	Shrunk string `json:"shrunk,omitempty"`
+	Bug    string `json:"bug"`
+	World  Config `json:"world"`
+}
+
+// TestSim_Regressions runs every world in testdata/regressions: each broke
+// the promise once, by a bug since fixed.
+func TestSim_Regressions(t *testing.T) {
+	if *flagSave != "" {
+		saveRegression(t)
+		return
+	}
+	files, err := filepath.Glob("testdata/regressions/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no regression worlds in testdata/regressions (%v)", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+			t.Parallel()
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r regression
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			res := runWorld(t, r.World)
+			if v := res.Unknown(); len(v) > 0 || (*flagStrict && res.Failed()) {
+				t.Errorf("%s (seed %d) breaks the promise again: %s\n  bug: %s\n%s", f, r.Seed, res.Violations[0], r.Bug, strings.Join(res.Trace(*flagTrace), "\n"))
+			}
+		})
+	}
+}
+
+func saveRegression(t *testing.T) {
+	if *flagSeed == 0 || *flagBug == "" {
+		t.Fatal("-sim.save needs -sim.seed and -sim.bug")
+	}
+	r := regression{Seed: *flagSeed, Shrunk: MaskNames(*flagShrink), Bug: *flagBug, World: Shrunk(*flagSeed, *flagShrink)}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(*flagSave, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", *flagSave)
+}
