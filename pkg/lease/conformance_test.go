@@ -442,6 +442,32 @@ var conformanceCases = []struct {
 			t.Fatalf("after release = %+v", got)
 		}
 	}},
+	{"RecordedStartInvalidatesTheCounterSeen", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A coordinator that saw a row of an earlier incarnation released
+		// must not delete it once another coordinator recorded the new
+		// incarnation's start on it, nor take it over on what it saw.
+		noErr(t)(s.Take(ctx, stream, "s1", "A", lease.WithIncarnation(100)))
+		must(t, s.Release(ctx, stream, "s1", "A"))
+		seen, _ := s.Get(ctx, stream, "s1")
+		changed, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, Incarnation: 200, Fresh: true})
+		must(t, err)
+		if !changed {
+			t.Fatal("SetStart over a row of an earlier incarnation changed nothing")
+		}
+		if err := s.Delete(ctx, stream, "s1", seen.Counter); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("delete with the counter seen before the start: err = %v, want ErrHeld", err)
+		}
+		if got, err := s.Get(ctx, stream, "s1"); err != nil || got.Start != "horizon" || got.Counter <= seen.Counter {
+			t.Fatalf("row = %+v, %v, want the new start kept and a higher counter than %d", got, err, seen.Counter)
+		}
+		// Likewise a reset, and a take conditional on the old counter.
+		noErr(t)(s.Take(ctx, stream, "s2", "A"))
+		seen, _ = s.Get(ctx, stream, "s2")
+		noErr(t)(s.Reset(ctx, stream, "s2", "horizon", true))
+		if _, err := s.Take(ctx, stream, "s2", "B", lease.IfCounter(seen.Counter)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take with the counter seen before a reset: err = %v, want ErrHeld", err)
+		}
+	}},
 	{"RevokedChildIsNotTakenBackByItsLoop", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		// A new start on a child may come with its parent opened again
 		// (a horizon generation): the child's loop must not take it back

@@ -459,7 +459,8 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 		Set(expression.Name(attrStart), expression.Value(st.Position)).
 		Set(expression.Name(attrGeneration), expression.Value(st.Generation)).
 		Set(expression.Name(attrGenOrder), expression.Value(st.Order)).
-		Set(expression.Name(attrStartApplied), expression.Value(st.Finished))
+		Set(expression.Name(attrStartApplied), expression.Value(st.Finished)).
+		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = revoke(upd)
 	if st.Incarnation != 0 {
 		upd = upd.Set(expression.Name(attrIncarnation), expression.Value(st.Incarnation))
@@ -586,7 +587,8 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 		cond = cond.And(expression.AttributeNotExists(expression.Name(attrOwner)))
 	}
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
-		Set(expression.Name(attrStartApplied), expression.Value(false))
+		Set(expression.Name(attrStartApplied), expression.Value(false)).
+		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = revoke(upd)
 	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllNew)
 	var ce *ConflictError

@@ -44,9 +44,12 @@ type Lease struct {
 	// the holder's clock. It is for operators (shardloop status); no
 	// decision reads it, because hosts' clocks disagree.
 	Expiry time.Time
-	// Counter goes up on every take and renew; it never goes down. A lease
-	// whose counter a taker has seen unchanged for a lease duration has
-	// lapsed (see Observer and IfCounter).
+	// Counter goes up on every take and renew, and when a start is
+	// recorded (SetStart, Reset); it never goes down. A lease whose counter
+	// a taker has seen unchanged for a lease duration has lapsed (see
+	// Observer and IfCounter); a take or delete conditional on a counter
+	// seen before a start was recorded fails, so a row is never deleted
+	// or taken over on what it said before its new start.
 	Counter int64
 	// Revoked is set when a new start (a generation, a reset) was recorded
 	// under a holder: the holder may no longer renew, checkpoint or pin, so it

@@ -256,6 +256,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 		l = Lease{Stream: stream, ShardID: shardID}
 	}
 	l.Start, l.Generation, l.GenerationOrder, l.StartApplied = st.Position, st.Generation, st.Order, false
+	l.Counter++
 	if st.Incarnation != 0 {
 		l.Incarnation = st.Incarnation
 	}
@@ -348,6 +349,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 	}
 	l.Start, l.StartApplied = start, false
 	l.Revoked = l.Owner != ""
+	l.Counter++
 	m.rows[key] = l
 	return clone(l), nil
 }
