@@ -179,8 +179,9 @@ type Start struct {
 	Order      int64
 	// Incarnation of the stream the row belongs to (Lease.Incarnation).
 	Incarnation int64
-	// Finished records the shard as read to its end (a shard already closed
-	// when a generation started at the tip holds nothing newer).
+	// Finished records the shard as read to its end. (The coordinator no
+	// longer uses it: a shard closed when a generation starts at the tip
+	// may hold records newer than the tip, so it is read from there.)
 	Finished bool
 	// ClearCheckpoint removes the checkpoint, SHARD_END included, so a shard
 	// read to its end is read again from Position (a horizon or timestamp
