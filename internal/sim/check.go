@@ -122,14 +122,19 @@ type shardState struct {
 	// row is the rule the row was last reset under (nil: cfg's), the one
 	// checkpoints are checked against.
 	row *rule
+	// pin is the rule of a root shard no generation covered, from its
+	// first pin (see pinned).
+	pin *rule
 
 	epoch    int
 	applied  int64 // order of the last generation whose start reached the row
 	created  int64 // the incarnation's latest generation when the shard appeared
 	bug      string
-	lastCkpt int // index of the last checkpoint in this epoch; -1 none
-	endEpoch int // epoch of the last SHARD_END; -1 none
-	verified int // records [0, verified) checked settled in this epoch
+	lastCkpt int    // index of the last checkpoint in this epoch; -1 none
+	lastLost bool   // its writer did not hear it was written
+	lastBy   string // its writer
+	endEpoch int    // epoch of the last SHARD_END; -1 none
+	verified int    // records [0, verified) checked settled in this epoch
 	first    map[int]bool
 
 	delivs []interval
@@ -196,6 +201,7 @@ func (v Violation) String() string {
 // runTake is what the checker keeps of a run's take of a row.
 type runTake struct {
 	epoch   int
+	parents bool  // every parent was read to its end (in its epoch) then
 	order   int64 // the generation the run reads under
 	pending bool  // the shard's generation had not reached the row
 }
@@ -317,7 +323,12 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	if order == 0 {
 		order = s.created
 	}
-	c.runs[run+"|"+k.String()] = runTake{epoch: s.epoch, order: order, pending: pending}
+	parents := true
+	for _, p := range s.parents {
+		ps := c.sh[shardKey{k.inc, p}]
+		parents = parents && ps != nil && ps.endEpoch >= 0 && ps.endEpoch == ps.epoch
+	}
+	c.runs[run+"|"+k.String()] = runTake{epoch: s.epoch, order: order, pending: pending, parents: parents}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
 	}
@@ -372,7 +383,7 @@ func (c *checker) ruleAt(s *shardState, o int64) *rule {
 			return &r
 		}
 	}
-	return nil
+	return s.pin
 }
 
 // ruleFor is what generation g owes on shard id; changes is false when g
@@ -462,6 +473,27 @@ func (c *checker) reset(s *shardState) {
 	s.lastCkpt, s.verified = -1, 0
 }
 
+// pinned notes a reader's pin of where it opened a shard at its tip. On a
+// shard no generation covers and that has no parents (a stale
+// configuration reading a stream created again, which changes nothing),
+// the first pin is where the shard opens for good: it owes what arrived
+// from it.
+func (c *checker) pinned(row lease.Lease, start string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.shard(shardKey{c.incOf(row.Incarnation), row.ShardID})
+	if s.cfg != nil || len(s.parents) > 0 {
+		return
+	}
+	at, ok := timestampOf(start)
+	if !ok {
+		c.fail(s.key, "pinned %q, not a timestamp", start)
+		return
+	}
+	r := rule{kind: owesFromArrival, at: at, desc: "no generation: from its first pin " + fmtTime(at)}
+	s.cfg, s.row, s.pin = &r, &r, &r
+}
+
 // deletedRow notes a row deleted.
 func (c *checker) deletedRow(row lease.Lease) {
 	c.mu.Lock()
@@ -480,8 +512,9 @@ func settledUnder(x *rec, e int) bool {
 	return false
 }
 
-// checkpoint checks a checkpoint written on a row (under the store's lock).
-func (c *checker) checkpoint(owner string, row lease.Lease, seq string) {
+// checkpoint checks a checkpoint written on a row (under the store's
+// lock); lost is true when its writer will not hear that it was written.
+func (c *checker) checkpoint(owner string, row lease.Lease, seq string, lost bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ev++
@@ -515,12 +548,16 @@ func (c *checker) checkpoint(owner string, row lease.Lease, seq string) {
 		c.fail(k, "%s checkpointed %s, a record of shard %s", c.tr.nameLocked(owner), short(seq), x.shard.key)
 		return
 	}
-	if s.lastCkpt == len(s.recs) { // SHARD_END in this epoch
-		c.fail(k, "%s moved the checkpoint back from SHARD_END to %s within one generation", c.tr.nameLocked(owner), short(seq))
-	} else if x.idx < s.lastCkpt {
-		c.fail(k, "%s moved the checkpoint back from %s to %s within one generation", c.tr.nameLocked(owner), short(s.recs[s.lastCkpt].seq), short(seq))
+	bug := s.bug
+	if s.lastLost && s.lastBy == owner && bug == "" {
+		bug = "B3" // the writer did not hear of its own last checkpoint
 	}
-	s.lastCkpt = x.idx
+	if s.lastCkpt == len(s.recs) { // SHARD_END in this epoch
+		c.failBug(k, bug, "%s moved the checkpoint back from SHARD_END to %s within one generation", c.tr.nameLocked(owner), short(seq))
+	} else if x.idx < s.lastCkpt {
+		c.failBug(k, bug, "%s moved the checkpoint back from %s to %s within one generation", c.tr.nameLocked(owner), short(s.recs[s.lastCkpt].seq), short(seq))
+	}
+	s.lastCkpt, s.lastLost, s.lastBy = x.idx, lost, owner
 	for ; s.verified <= x.idx; s.verified++ {
 		y := s.recs[s.verified]
 		if rl.owes(y) && !settledUnder(y, s.epoch) {
@@ -576,12 +613,11 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 		c.tr.add(s.key.String(), owner, "BUG B1: delivers under generation %d before its start reached the row: its coordinator started the loop while the generation was being applied", s.cfg.order)
 	}
 	if known && epoch == s.epoch && !s.first[epoch] {
+		// The child's first delivery of the epoch: its run must have taken
+		// the row once every parent was read to its end.
 		s.first[epoch] = true
-		for _, p := range s.parents {
-			ps := c.sh[shardKey{s.key.inc, p}]
-			if ps == nil || ps.endEpoch < 0 || ps.endEpoch != ps.epoch {
-				c.fail(s.key, "%s delivered the child's first batch of epoch %d before parent %s was read to its end", c.tr.nameLocked(owner), epoch, p)
-			}
+		if !take.parents {
+			c.fail(s.key, "%s delivered the child's first batch of epoch %d, having taken it before its parents %v were read to their end", c.tr.nameLocked(owner), epoch, s.parents)
 		}
 	}
 	for i, seq := range seqs[:n] {

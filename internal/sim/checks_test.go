@@ -39,7 +39,7 @@ func TestChecks_CatchEachBrokenRule(t *testing.T) {
 		{DropRecord, "not settled"},
 		{Steal, "delivered from"},
 		{CheckpointBack, "moved the checkpoint back"},
-		{EarlyChild, "before parent"},
+		{EarlyChild, "before its parents"},
 		{EarlyEnd, "wrote SHARD_END while record"},
 	} {
 		t.Run(string(c.sabotage), func(t *testing.T) {

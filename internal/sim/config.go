@@ -154,8 +154,8 @@ const (
 	// generation when the start changed.
 	Redeploy EventKind = "redeploy"
 	// Recreate waits for every record owed so far to be settled, moves
-	// deployments with a sequence start to latest, deletes the stream and
-	// creates it again with Shards shards.
+	// deployments with a sequence start to a timestamp start of that
+	// moment, deletes the stream and creates it again with Shards shards.
 	Recreate EventKind = "recreate"
 )
 

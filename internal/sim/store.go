@@ -25,6 +25,9 @@ type table struct {
 	stealEnd  time.Time           // until then
 	lastCkpts map[string][]string // per shard, its last checkpoints
 	ckptBack  bool                // CheckpointBack done
+
+	// answerLost: the write being made will have its answer lost.
+	answerLost bool
 }
 
 // store is one host's view of the table: the network between them, with
@@ -89,6 +92,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		return errStore
 	}
 	s.t.mu.Lock()
+	s.t.answerLost = fault == faultAfter
 	err := f()
 	s.t.mu.Unlock()
 	if err == nil && fault == faultAfter {
@@ -154,7 +158,7 @@ func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq stri
 		if err == nil {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), owner, "checkpoint %s", short(seq))
-			w.chk.checkpoint(owner, l, seq)
+			w.chk.checkpoint(owner, l, seq, s.t.answerLost)
 		}
 		out = l
 		return err
@@ -169,6 +173,7 @@ func (s *store) Pin(ctx context.Context, stream, shardID, owner, start string) (
 		l, err := s.t.inner.Pin(ctx, stream, shardID, owner, start)
 		if err == nil {
 			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "pinned its opening at %s", start)
+			s.t.w.chk.pinned(l, start)
 		}
 		out = l
 		return err
