@@ -50,7 +50,7 @@ func (n *network) latency(ctx context.Context, rs *stream) error {
 
 // ListShards is kinesis.Client's.
 func (n *network) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	rs := n.w.rnd.get("kinesis:list")
+	rs := n.w.rnd.get("kinesis:list:" + n.w.actor(ctx))
 	if err := n.latency(ctx, rs); err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (n *network) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o
 
 // DescribeStreamSummary is kinesis.Client's.
 func (n *network) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
-	if err := n.latency(ctx, n.w.rnd.get("kinesis:describe")); err != nil {
+	if err := n.latency(ctx, n.w.rnd.get("kinesis:describe:"+n.w.actor(ctx))); err != nil {
 		return nil, err
 	}
 	return n.inner.DescribeStreamSummary(ctx, in, optFns...)
@@ -95,7 +95,7 @@ func (n *network) readFault(rs *stream, records bool) int {
 // GetShardIterator is kinesis.Client's.
 func (n *network) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	id := aws.ToString(in.ShardId)
-	rs := n.w.rnd.get("kinesis:" + id)
+	rs := n.w.rnd.get("kinesis:" + n.w.actor(ctx) + ":" + id)
 	if err := n.latency(ctx, rs); err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (n *network) GetShardIterator(ctx context.Context, in *kinesis.GetShardIter
 // GetRecords is kinesis.Client's.
 func (n *network) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	id := n.shardOf(in.ShardIterator)
-	rs := n.w.rnd.get("kinesis:" + id)
+	rs := n.w.rnd.get("kinesis:" + n.w.actor(ctx) + ":" + id)
 	if err := n.latency(ctx, rs); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,7 @@ type lambdaDep struct {
 }
 
 type coordInst struct {
+	host    string
 	c       *coordinator.Coordinator
 	version int
 	expires time.Time
@@ -146,7 +147,7 @@ func (l *lambdaDep) acquireCoordinator() (*coordInst, error) {
 	if err := sleep(l.ctx, rs.latency(w.cfg.Faults.ColdStart, 2*w.cfg.Faults.ColdStart)); err != nil {
 		return nil, err
 	}
-	return &coordInst{c: c, version: version, expires: time.Now().Add(rs.dur(5*time.Minute, 30*time.Minute))}, nil
+	return &coordInst{host: clock.name, c: c, version: version, expires: time.Now().Add(rs.dur(5*time.Minute, 30*time.Minute))}, nil
 }
 
 func (l *lambdaDep) releaseCoordinator(c *coordInst) {
@@ -168,9 +169,9 @@ func (l *lambdaDep) invokeCoordinator(nudge bool, attempt int) {
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, coordinatorTimeout)
+	ctx, cancel := context.WithTimeout(withHost(l.ctx, inst.host), coordinatorTimeout)
 	defer cancel()
-	rs := l.rs("coordinator")
+	rs := l.rs("coordinator:" + inst.host)
 	if rs.hit(w.cfg.Faults.Crash) {
 		// The invocation dies part way (an out-of-memory, a host failure).
 		t := time.AfterFunc(rs.dur(0, coordinatorWindow), cancel)
@@ -341,7 +342,7 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 	inv := &invocation{id: l.nextInv, owner: st.Owner, dep: l.d.Name}
 	l.mu.Unlock()
 	timeout := w.cfg.Reader.RunLength + time.Minute
-	ctx, cancel := context.WithTimeout(l.ctx, timeout)
+	ctx, cancel := context.WithTimeout(withHost(l.ctx, inst.clock.name), timeout)
 	defer cancel()
 	ctx = withInvocation(ctx, inv)
 	ks := &killSwitch{}

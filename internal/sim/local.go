@@ -86,7 +86,7 @@ func (l *local) startProc(i int) {
 		w.chk.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithCancel(l.ctx)
+	ctx, cancel := context.WithCancel(withHost(l.ctx, clock.name))
 	p := &proc{r: r, cancel: cancel, done: make(chan struct{})}
 	l.procs[i] = p
 	go func() {

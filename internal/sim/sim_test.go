@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,13 +14,14 @@ import (
 
 var (
 	flagSeed   = flag.Uint64("sim.seed", 0, "run only the world of this seed (with -sim.shrink, a shrunk one)")
-	flagSeeds  = flag.Int("sim.seeds", 0, "how many worlds TestSim runs (default 300, 30 with -short)")
+	flagSeeds  = flag.Int("sim.seeds", 0, "how many worlds TestSim runs (default 300; 40 under -race, where make test runs 300 more without it; 30 with -short)")
 	flagFirst  = flag.Uint64("sim.first", 1, "the first seed TestSim runs")
 	flagShrink = flag.Uint64("sim.shrink", 0, "apply these reductions (a bit mask, see Reductions) to the world")
 	flagTrace  = flag.Int("sim.trace", 150, "trace lines printed for a failing world")
 	flagNoShr  = flag.Bool("sim.noshrink", false, "do not shrink failing worlds")
 	flagQuiet  = flag.Bool("sim.quiet", false, "print only the summary line (for the benchmark)")
 	flagStrict = flag.Bool("sim.strict", false, "fail worlds that break the promise by a known bug too")
+	flagTwice  = flag.Bool("sim.twice", false, "run every world twice and count those whose two traces differ (how close replay gets)")
 )
 
 // runWorld runs one world in a synctest bubble of its own.
@@ -48,14 +50,18 @@ func TestSim(t *testing.T) {
 		first, n = *flagSeed, 1
 	}
 	if n == 0 {
-		n = 300
-		if testing.Short() {
+		switch {
+		case testing.Short():
 			n = 30
+		case raceEnabled:
+			n = 40
+		default:
+			n = 300
 		}
 	}
 	// A world allocates some 30 MB and keeps little: collect less often.
 	defer debug.SetGCPercent(debug.SetGCPercent(800))
-	var worlds, failed, known, simulated atomic.Int64
+	var worlds, failed, known, simulated, differ atomic.Int64
 	began := time.Now()
 	t.Run("worlds", func(t *testing.T) {
 		for seed := first; seed < first+uint64(n); seed++ {
@@ -63,6 +69,13 @@ func TestSim(t *testing.T) {
 				t.Parallel()
 				cfg := Shrunk(seed, *flagShrink)
 				res := runWorld(t, cfg)
+				if *flagTwice {
+					again := runWorld(t, cfg)
+					if a, b := canonical(res.trace.lines(nil, 1<<62, 0)), canonical(again.trace.lines(nil, 1<<62, 0)); a != b {
+						differ.Add(1)
+						t.Logf("world %d: the second run's trace differs from the first's from line %d", seed, firstDiff(a, b))
+					}
+				}
 				worlds.Add(1)
 				simulated.Add(int64(res.Simulated))
 				switch {
@@ -82,6 +95,9 @@ func TestSim(t *testing.T) {
 		}
 	})
 	el := time.Since(began)
+	if *flagTwice {
+		fmt.Printf("sim: %d of %d worlds ran twice with the same trace\n", worlds.Load()-differ.Load(), worlds.Load())
+	}
 	fmt.Printf("sim: %d worlds (seeds %d to %d), %d violating (%d more by known bugs), %.1f simulated hours in %s: %.0f worlds a minute\n",
 		worlds.Load(), first, first+uint64(n)-1, failed.Load(), known.Load(), time.Duration(simulated.Load()).Hours(), el.Round(time.Millisecond),
 		float64(worlds.Load())/el.Minutes())
@@ -130,4 +146,31 @@ func shrink(t *testing.T, seed uint64) uint64 {
 		}
 	}
 	return mask
+}
+
+// firstDiff is the line number where two traces first differ.
+func firstDiff(a, b string) int {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return i + 1
+		}
+	}
+	return min(len(la), len(lb)) + 1
+}
+
+// canonical joins trace lines with those of one instant sorted: what
+// happens at the same virtual instant on different goroutines may be
+// traced in either order.
+func canonical(lines []string) string {
+	out := slices.Clone(lines)
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && strings.Fields(out[j])[0] == strings.Fields(out[i])[0] {
+			j++
+		}
+		slices.Sort(out[i:j])
+		i = j
+	}
+	return strings.Join(out, "\n")
 }

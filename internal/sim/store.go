@@ -59,7 +59,7 @@ const (
 func (s *store) call(ctx context.Context, op, stream, shardID string, write bool, f func() error) error {
 	w := s.t.w
 	fs := &w.cfg.Faults
-	rs := w.rnd.get("store:" + stream + ":" + shardID)
+	rs := w.rnd.get("store:" + w.actor(ctx) + ":" + shardID)
 	// The write lands after the call's latency, or (one call in four) part
 	// way, the rest of the latency being the answer's way back.
 	before, after := rs.latency(fs.StoreLatency, fs.StoreTail), time.Duration(0)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
 	"github.com/shardloop/shardloop/pkg/runner"
 )
@@ -33,6 +34,26 @@ func withInvocation(ctx context.Context, inv *invocation) context.Context {
 func invocationOf(ctx context.Context) *invocation {
 	inv, _ := ctx.Value(invocationKey{}).(*invocation)
 	return inv
+}
+
+type hostKey struct{}
+
+// withHost tags ctx with the host (a runner process, a Lambda instance)
+// its calls are made from.
+func withHost(ctx context.Context, host string) context.Context {
+	return context.WithValue(ctx, hostKey{}, host)
+}
+
+// actor names who makes a call, for its random stream: the host, and the
+// loop (by its alias, stable from run to run) when a loop makes it. Each
+// actor draws from streams of its own, so what one draws does not depend
+// on how the others' calls interleave with its own.
+func (w *World) actor(ctx context.Context) string {
+	host, _ := ctx.Value(hostKey{}).(string)
+	if owner, _, ok := ownerOf(ctx); ok {
+		return host + "/" + w.tr.nameLocked(owner)
+	}
+	return host
 }
 
 // ownerOf returns the loop owner a call is made for and the key of its
@@ -103,7 +124,7 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string) (int, o
 		w.chk.fail(shardKey{w.chk.cur, shardID}, "a delivery by no known loop")
 		w.chk.mu.Unlock()
 	}
-	rs := w.rnd.get("target:" + t.dep + ":" + shardID)
+	rs := w.rnd.get("target:" + w.actor(ctx) + ":" + shardID)
 	lat := rs.latency(f.TargetLatency, f.TargetTail)
 	if rs.hit(f.TargetSlow) {
 		lat += rs.dur(time.Second, max(time.Second, f.TargetSlowMax))
@@ -114,7 +135,7 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string) (int, o
 	timeout := w.cfg.Reader.FunctionTimeout
 	if err := sleep(ctx, min(lat, timeout)); err != nil {
 		w.chk.delivery(owner, run, shardID, seqs, start, 0)
-		w.tr.add(w.shardName(shardID), owner, "delivery of %d records cut after %s: %v", len(seqs), time.Since(start), context.Cause(ctx))
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records cut after %s: %s", len(seqs), time.Since(start), why(context.Cause(ctx)))
 		return 0, outCancelled
 	}
 	switch {
@@ -186,7 +207,7 @@ type destination struct {
 func (d *destination) Send(ctx context.Context, fr reader.FailureRecord) error {
 	w := d.w
 	f := &w.cfg.Faults
-	rs := w.rnd.get("destination:" + d.dep + ":" + fr.KinesisBatchInfo.ShardID)
+	rs := w.rnd.get("destination:" + w.actor(ctx) + ":" + fr.KinesisBatchInfo.ShardID)
 	if err := sleep(ctx, rs.latency(f.StoreLatency, f.StoreTail)); err != nil {
 		return err
 	}
@@ -219,4 +240,18 @@ func fieldValues(b []byte, prefix string) []string {
 		out = append(out, string(b[:j]))
 		b = b[j:]
 	}
+}
+
+// why says in a word why a delivery was cut (the cause's text names raw
+// owner ids, which differ from run to run).
+func why(cause error) string {
+	switch {
+	case errors.Is(cause, lease.ErrNotOwner):
+		return "the lease was lost"
+	case errors.Is(cause, lease.ErrLapsed):
+		return "the lease's deadline passed"
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "the run's deadline"
+	}
+	return "cancelled"
 }
