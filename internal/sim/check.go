@@ -448,8 +448,14 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	defer c.mu.Unlock()
 	k := shardKey{c.incOf(st.Incarnation), shardID}
 	s := c.shard(k)
-	c.reset(s)
 	s.applied = max(s.applied, st.Order)
+	if !st.Finished && !st.ClearCheckpoint && !st.Fresh && row.Finished() {
+		// A start that keeps the checkpoint (latest, a sequence start) on a
+		// shard read to its end: it is not read again, and what it
+		// delivered stands.
+		return
+	}
+	c.reset(s)
 	if r, ok := c.rules[st.Order][shardID]; ok {
 		rr := r
 		s.row = &rr
@@ -457,13 +463,8 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 			s.cfgEpoch = s.epoch
 		}
 	}
-	switch {
-	case st.Finished:
+	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)
-	case row.Finished():
-		// A start that keeps the checkpoint (a sequence start) leaves a
-		// shard read to its end as it is: it is not read again.
-		s.endEpoch, s.lastCkpt = s.epoch, len(s.recs)
 	}
 }
 

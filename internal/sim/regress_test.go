@@ -9,16 +9,24 @@ import (
 	"testing"
 )
 
-var flagSave = flag.String("sim.save", "", "write the world of -sim.seed (and -sim.shrink) to this file as a regression case, with -sim.bug naming what it found")
-var flagBug = flag.String("sim.bug", "", "with -sim.save: what the world found, and the fix")
+var (
+	flagSave  = flag.String("sim.save", "", "write the world of -sim.seed (and -sim.shrink) to this file as a regression case, with -sim.bug naming what it found")
+	flagBug   = flag.String("sim.bug", "", "with -sim.save: what the world found, and the fix")
+	flagSweep = flag.Int("sim.sweep", 0, "run each regression world with run-time seeds 1 to N and print those that break the promise (to choose its seeds with its fix reverted)")
+)
 
 // regression is one world the simulator found a bug in, kept as a test.
 // The world is kept whole (not as its seed): Draw may change, the world
-// does not.
+// does not. It runs once for each of Seeds (World.Seed is replaced): the
+// run-time draws (faults, latencies, clocks) follow the seed, and a change
+// to the world's machinery may move the interleaving that broke it; seeds
+// that each broke it keep the case alive.
 type regression struct {
-	Seed   uint64 `json:"seed"`
+	Seed   uint64   `json:"seed"` // of Draw, when it was drawn
+	Seeds  []uint64 `json:"seeds,omitempty"`
 	Shrunk string `json:"shrunk,omitempty"`
 	Bug    string `json:"bug"`
+	Note   string `json:"note,omitempty"`
 	World  Config `json:"world"`
 }
 
@@ -44,9 +52,30 @@ func TestSim_Regressions(t *testing.T) {
 			if err := json.Unmarshal(b, &r); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			res := runWorld(t, r.World)
-			if v := res.Unknown(); len(v) > 0 || (*flagStrict && res.Failed()) {
-				t.Errorf("%s (seed %d) breaks the promise again: %s\n  bug: %s\n%s", f, r.Seed, res.Violations[0], r.Bug, strings.Join(res.Trace(*flagTrace), "\n"))
+			seeds := r.Seeds
+			if *flagSweep > 0 {
+				seeds = nil
+				for s := range *flagSweep {
+					seeds = append(seeds, uint64(s+1))
+				}
+			}
+			if len(seeds) == 0 {
+				seeds = []uint64{r.World.Seed}
+			}
+			var broke []uint64
+			for _, seed := range seeds {
+				w := r.World
+				w.Seed = seed
+				res := runWorld(t, w)
+				if v := res.Unknown(); len(v) > 0 || (*flagStrict && res.Failed()) {
+					broke = append(broke, seed)
+					if *flagSweep == 0 {
+						t.Errorf("%s (run-time seed %d) breaks the promise again: %s\n  bug: %s\n%s", f, seed, res.Violations[0], r.Bug, strings.Join(res.Trace(*flagTrace), "\n"))
+					}
+				}
+			}
+			if *flagSweep > 0 {
+				t.Logf("%s: broken with run-time seeds %v", f, broke)
 			}
 		})
 	}

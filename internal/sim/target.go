@@ -51,7 +51,7 @@ func withHost(ctx context.Context, host string) context.Context {
 func (w *World) actor(ctx context.Context) string {
 	host, _ := ctx.Value(hostKey{}).(string)
 	if owner, _, ok := ownerOf(ctx); ok {
-		return host + "/" + w.tr.nameLocked(owner)
+		return host + "/" + w.tr.known(owner) // "" before the loop's first take
 	}
 	return host
 }

@@ -126,3 +126,14 @@ func fmtDur(d time.Duration) string {
 	ms := d.Milliseconds()
 	return fmt.Sprintf("%d:%02d.%03d", ms/60000, ms/1000%60, ms%1000)
 }
+
+// known returns the alias of a loop owner already taken a row for, or ""
+// (never its raw id, which differs from run to run).
+func (t *tracer) known(owner string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.owners[lease.LoopOwner(owner)]; !ok {
+		return ""
+	}
+	return t.name(owner)
+}
