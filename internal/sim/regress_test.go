@@ -24,10 +24,10 @@ var (
 type regression struct {
 	Seed   uint64   `json:"seed"` // of Draw, when it was drawn
 	Seeds  []uint64 `json:"seeds,omitempty"`
-	Shrunk string `json:"shrunk,omitempty"`
-	Bug    string `json:"bug"`
-	Note   string `json:"note,omitempty"`
-	World  Config `json:"world"`
+	Shrunk string   `json:"shrunk,omitempty"`
+	Bug    string   `json:"bug"`
+	Note   string   `json:"note,omitempty"`
+	World  Config   `json:"world"`
 }
 
 // TestSim_Regressions runs every world in testdata/regressions: each broke
