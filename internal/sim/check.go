@@ -391,7 +391,9 @@ func (c *checker) ruleAt(s *shardState, o int64) *rule {
 // generation or a sequence start naming another shard).
 func (c *checker) ruleFor(g lease.Generation, id string, row rowAt, tip time.Time, tipOK bool, s *shardState) (rule, bool) {
 	fromTip := func(why string) (rule, bool) {
-		if row.existed && s.cfg != nil {
+		if row.existed {
+			// The row decides (its checkpoint, or where its reader pinned
+			// its opening; see pinned).
 			return rule{}, false
 		}
 		if !tipOK {
