@@ -317,10 +317,15 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
 	s := c.shard(k)
 	pending := s.cfg != nil && s.cfg.order > s.applied
-	// A run reads under the generation the row was last reset by, or, for a
-	// row no generation reached, the one the shard was created under.
+	// A run reads under the generation the row was last reset by; for a row
+	// no generation reached yet, under the one that covers the shard, or
+	// the one the shard was created under.
 	order := s.applied
-	if order == 0 {
+	switch {
+	case order != 0:
+	case s.cfg != nil:
+		order = s.cfg.order // a generation covers it, not on the row yet
+	default:
 		order = s.created
 	}
 	parents := true
@@ -362,9 +367,6 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 		rules[id] = r
 		rr := r
 		s.cfg, s.cfgEpoch = &rr, s.epoch
-		if s.row == nil {
-			s.row = &rr
-		}
 	}
 	c.rules[g.Order] = rules
 	c.ruleInc[g.Order] = inc
@@ -477,24 +479,25 @@ func (c *checker) reset(s *shardState) {
 }
 
 // pinned notes a reader's pin of where it opened a shard at its tip. On a
-// shard no generation covers and that has no parents (a stale
-// configuration reading a stream created again, which changes nothing),
-// the first pin is where the shard opens for good: it owes what arrived
-// from it.
+// row no start reached, of a shard without parents (a stale configuration
+// reading a stream created again changes nothing; a loop started early,
+// bug B1), the first pin is where the row opens until a start reaches it:
+// its checkpoints are judged from it, and, when no generation covers the
+// shard, what it owes.
 func (c *checker) pinned(row lease.Lease, start string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.shard(shardKey{c.incOf(row.Incarnation), row.ShardID})
-	if s.cfg != nil || len(s.parents) > 0 {
-		return
+	if s.row != nil || s.pin != nil || len(s.parents) > 0 {
+		return // a start reached the row, or it was pinned already, or a child
 	}
 	at, ok := timestampOf(start)
 	if !ok {
 		c.fail(s.key, "pinned %q, not a timestamp", start)
 		return
 	}
-	r := rule{kind: owesFromArrival, at: at, desc: "no generation: from its first pin " + fmtTime(at)}
-	s.cfg, s.row, s.pin = &r, &r, &r
+	r := rule{kind: owesFromArrival, at: at, desc: "no start on its row: from its first pin " + fmtTime(at)}
+	s.pin = &r
 }
 
 // deletedRow notes a row deleted.
@@ -524,10 +527,7 @@ func (c *checker) checkpoint(owner string, row lease.Lease, seq string, lost boo
 	c.stats.Checkpoints++
 	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
 	s := c.shard(k)
-	rl := s.row
-	if rl == nil {
-		rl = s.cfg
-	}
+	rl := rowRule(s)
 	if seq == lease.ShardEnd {
 		if !s.closed {
 			c.fail(k, "%s wrote SHARD_END on a shard that is not closed", c.tr.nameLocked(owner))
@@ -719,7 +719,7 @@ func (c *checker) owedUnsettledLocked(limit int, inc func(int) bool) []*rec {
 			continue
 		}
 		for _, x := range s.recs {
-			if s.cfg.owes(x) && !settledUnder(x, s.cfgEpoch) {
+			if cfgRule(s).owes(x) && !settledUnder(x, s.cfgEpoch) {
 				out = append(out, x)
 				if limit >= 0 && len(out) >= limit {
 					return out
@@ -762,7 +762,7 @@ func (c *checker) finish() {
 			s := c.sh[k]
 			x := xs[0]
 			c.fail(k, "%d records owed were never settled (%s), the first %s (key %d #%d, arrived %s, index %d of %d; %d settles in earlier epochs; epoch %d)",
-				len(xs), s.cfg.describe(), short(x.seq), x.key, x.n, fmtTime(x.arrival), x.idx, len(s.recs), len(x.settles), s.cfgEpoch)
+				len(xs), cfgRule(s).describe(), short(x.seq), x.key, x.n, fmtTime(x.arrival), x.idx, len(s.recs), len(x.settles), s.cfgEpoch)
 		}
 	}
 
@@ -776,7 +776,7 @@ func (c *checker) finish() {
 		var prevEv uint64
 		for _, x := range xs {
 			s := x.shard
-			if !s.cfg.owes(x) {
+			if !cfgRule(s).owes(x) {
 				continue
 			}
 			ev := firstIn(x, s.cfgEpoch)
@@ -842,12 +842,22 @@ func (t *tracer) nameLocked(who string) string {
 	return t.name(who)
 }
 
-// rowRule is the rule a shard's row is under.
+// rowRule is the rule a shard's row is under: the last start recorded on
+// it, else its first pin, else every record (a child).
 func rowRule(s *shardState) *rule {
 	if s.row != nil {
 		return s.row
 	}
-	return s.cfg
+	return s.pin
+}
+
+// cfgRule is what the configuration owes of a shard: the last generation
+// that covered it, else (none did) its first pin, else every record.
+func cfgRule(s *shardState) *rule {
+	if s.cfg != nil {
+		return s.cfg
+	}
+	return s.pin
 }
 
 func either(a, b string) string {
