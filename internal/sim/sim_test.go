@@ -3,9 +3,11 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -62,6 +64,7 @@ func TestSim(t *testing.T) {
 	// A world allocates some 30 MB and keeps little: collect less often.
 	defer debug.SetGCPercent(debug.SetGCPercent(800))
 	var worlds, failed, known, simulated, differ atomic.Int64
+	var byBug bugCounts
 	began := time.Now()
 	t.Run("worlds", func(t *testing.T) {
 		for seed := first; seed < first+uint64(n); seed++ {
@@ -84,6 +87,7 @@ func TestSim(t *testing.T) {
 					report(t, seed, *flagShrink, res)
 				case res.Failed():
 					known.Add(1)
+					byBug.add(res.Violations[0].Bug)
 					if !*flagQuiet {
 						t.Logf("world %d: known bug %s (%d violations; -sim.strict fails it): %s", seed, res.Violations[0].Bug, len(res.Violations), res.Violations[0])
 					}
@@ -98,8 +102,8 @@ func TestSim(t *testing.T) {
 	if *flagTwice {
 		fmt.Printf("sim: %d of %d worlds ran twice with the same trace\n", worlds.Load()-differ.Load(), worlds.Load())
 	}
-	fmt.Printf("sim: %d worlds (seeds %d to %d), %d violating (%d more by known bugs), %.1f simulated hours in %s: %.0f worlds a minute\n",
-		worlds.Load(), first, first+uint64(n)-1, failed.Load(), known.Load(), time.Duration(simulated.Load()).Hours(), el.Round(time.Millisecond),
+	fmt.Printf("sim: %d worlds (seeds %d to %d), %d violating (%d more by known bugs%s), %.1f simulated hours in %s: %.0f worlds a minute\n",
+		worlds.Load(), first, first+uint64(n)-1, failed.Load(), known.Load(), byBug.String(), time.Duration(simulated.Load()).Hours(), el.Round(time.Millisecond),
 		float64(worlds.Load())/el.Minutes())
 }
 
@@ -173,4 +177,33 @@ func canonical(lines []string) string {
 		i = j
 	}
 	return strings.Join(out, "\n")
+}
+
+// bugCounts counts worlds by the known bug of their first violation.
+type bugCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (b *bugCounts) add(bug string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == nil {
+		b.n = map[string]int{}
+	}
+	b.n[bug]++
+}
+
+// String is ": B1 12, B3 2", or "" when none.
+func (b *bugCounts) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(b.n)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, b.n[k]))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
 }
