@@ -131,8 +131,7 @@ type shardState struct {
 	created  int64 // the incarnation's latest generation when the shard appeared
 	bug      string
 	lastCkpt int    // index of the last checkpoint in this epoch; -1 none
-	lastLost bool   // its writer did not hear it was written
-	lastBy   string // its writer
+	lostBy   map[string]bool // loops that did not hear a checkpoint of theirs was written, this epoch
 	endEpoch int    // epoch of the last SHARD_END; -1 none
 	verified int    // records [0, verified) checked settled in this epoch
 	first    map[int]bool
@@ -318,13 +317,14 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	s := c.shard(k)
 	pending := s.cfg != nil && s.cfg.order > s.applied
 	// A run reads under the generation the row was last reset by; for a row
-	// no generation reached yet, under the one that covers the shard, or
-	// the one the shard was created under.
+	// no generation reached yet, under the one the shard was created under
+	// (or, for a loop its coordinator started while a generation was being
+	// applied, that generation).
 	order := s.applied
 	switch {
 	case order != 0:
-	case s.cfg != nil:
-		order = s.cfg.order // a generation covers it, not on the row yet
+	case s.cfg != nil && (c.early[lease.LoopOwner(owner)] || pending && lease.LoopOwner(owner) == owner):
+		order = s.cfg.order // a loop started early (B1), under the generation being applied
 	default:
 		order = s.created
 	}
@@ -336,6 +336,12 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	c.runs[run+"|"+k.String()] = runTake{epoch: s.epoch, order: order, pending: pending, parents: parents}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
+	}
+	if !parents && lease.LoopOwner(owner) == owner && s.bug == "" {
+		// A coordinator took a child whose parents are not read to their
+		// end: it decided on rows read before a new start re-opened them.
+		s.bug = "B4"
+		c.tr.add(k.String(), owner, "BUG B4: a coordinator took the child while its parents %v are not read to their end", s.parents)
 	}
 	c.stats.Takes++
 }
@@ -475,7 +481,7 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 // reset starts a new epoch on a row.
 func (c *checker) reset(s *shardState) {
 	s.epoch++
-	s.lastCkpt, s.verified = -1, 0
+	s.lastCkpt, s.verified, s.lostBy = -1, 0, nil
 }
 
 // pinned notes a reader's pin of where it opened a shard at its tip. On a
@@ -552,15 +558,21 @@ func (c *checker) checkpoint(owner string, row lease.Lease, seq string, lost boo
 		return
 	}
 	bug := s.bug
-	if s.lastLost && s.lastBy == owner && bug == "" {
-		bug = "B3" // the writer did not hear of its own last checkpoint
+	if s.lostBy[lease.LoopOwner(owner)] && bug == "" {
+		bug = "B3" // the loop did not hear of one of its own checkpoints
 	}
 	if s.lastCkpt == len(s.recs) { // SHARD_END in this epoch
 		c.failBug(k, bug, "%s moved the checkpoint back from SHARD_END to %s within one generation", c.tr.nameLocked(owner), short(seq))
 	} else if x.idx < s.lastCkpt {
 		c.failBug(k, bug, "%s moved the checkpoint back from %s to %s within one generation", c.tr.nameLocked(owner), short(s.recs[s.lastCkpt].seq), short(seq))
 	}
-	s.lastCkpt, s.lastLost, s.lastBy = x.idx, lost, owner
+	s.lastCkpt = x.idx
+	if lost {
+		if s.lostBy == nil {
+			s.lostBy = map[string]bool{}
+		}
+		s.lostBy[lease.LoopOwner(owner)] = true
+	}
 	for ; s.verified <= x.idx; s.verified++ {
 		y := s.recs[s.verified]
 		if rl.owes(y) && !settledUnder(y, s.epoch) {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -383,6 +384,7 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 		BisectOnError: rc.Bisect, MaxRecordAge: rc.MaxRecordAge,
 		Clock:  clock.Now,
 		Logger: slog.New(slog.DiscardHandler),
+		Hooks:  hooks{w: w},
 	}
 	if rc.MaxRetryAttempts >= 0 || rc.MaxRecordAge > 0 {
 		o.OnFailure = &destination{w: w, dep: dep}
@@ -532,7 +534,13 @@ var KnownBugs = map[string]string{
 	"B3": "pkg/reader: after a checkpoint whose answer was lost (the write landed), a run that reopens the shard " +
 		"(an expired iterator, a read error) reopens after the last checkpoint it heard succeed, not after the " +
 		"settled records it holds pending: it delivers them again and writes an older checkpoint, so the row's " +
-		"checkpoint moves back within a generation (duplicates, never a loss)",
+		"checkpoint moves back within a generation (duplicates, never a loss); when the run then ends, finish " +
+		"writes the pending checkpoint and hands on a state whose checkpoint is ahead of its iterator, and the " +
+		"next run does the same",
+	"B4": "pkg/coordinator: a pass decides on the rows it read at its start; another coordinator may record a new start " +
+		"(a horizon or timestamp generation) in between, which re-opens the parents of a child and records the start " +
+		"on the child: the pass still takes the child (a take of a free row is unconditional) and its loop reads it " +
+		"beside its parents",
 }
 
 // Unknown returns the violations that are no known bug's.
@@ -544,4 +552,22 @@ func (r *Result) Unknown() []Violation {
 		}
 	}
 	return out
+}
+
+// hooks put what a reader reports of its reads in the trace.
+type hooks struct {
+	reader.NopHooks
+	w *World
+}
+
+func (h hooks) ReadError(_, shardID string, err error, throttled bool) {
+	what := "read failed"
+	if throttled {
+		what = "read throttled"
+	}
+	var expired *types.ExpiredIteratorException
+	if errors.As(err, &expired) {
+		what = "iterator expired"
+	}
+	h.w.tr.add(h.w.shardName(shardID), "", "%s", what)
 }
