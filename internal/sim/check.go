@@ -130,10 +130,10 @@ type shardState struct {
 	applied  int64 // order of the last generation whose start reached the row
 	created  int64 // the incarnation's latest generation when the shard appeared
 	bug      string
-	lastCkpt int    // index of the last checkpoint in this epoch; -1 none
+	lastCkpt int             // index of the last checkpoint in this epoch; -1 none
 	lostBy   map[string]bool // loops that did not hear a checkpoint of theirs was written, this epoch
-	endEpoch int    // epoch of the last SHARD_END; -1 none
-	verified int    // records [0, verified) checked settled in this epoch
+	endEpoch int             // epoch of the last SHARD_END; -1 none
+	verified int             // records [0, verified) checked settled in this epoch
 	first    map[int]bool
 
 	delivs []interval
