@@ -362,8 +362,17 @@ func (w *World) recreate(e Event) {
 		}
 	}
 	ctx := context.Background()
-	if _, err := w.kin.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(streamName)}); err != nil {
-		panic(fmt.Sprintf("sim: delete stream: %v", err))
+	for {
+		_, err := w.kin.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(streamName)})
+		var inUse *types.ResourceInUseException
+		if errors.As(err, &inUse) {
+			time.Sleep(500 * time.Millisecond) // UPDATING after a reshard
+			continue
+		}
+		if err != nil {
+			panic(fmt.Sprintf("sim: delete stream: %v", err))
+		}
+		break
 	}
 	w.chk.deleted(inc)
 	w.tr.add("", "", "stream deleted (incarnation %d)", inc)
