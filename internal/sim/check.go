@@ -131,7 +131,11 @@ type shardState struct {
 	created  int64 // the incarnation's latest generation when the shard appeared
 	bug      string
 	lastCkpt int             // index of the last checkpoint in this epoch; -1 none
-	lostBy   map[string]bool // loops that did not hear a checkpoint of theirs was written, this epoch
+	// pendingBy is, per loop, the highest checkpoint it wrote or tried to
+	// write this epoch (heard written, failed, or its answer lost): a run
+	// of the loop that delivers at or behind it again (the same run, or one
+	// that took the row later) reopened behind its own position.
+	pendingBy map[string]position
 	endEpoch int             // epoch of the last SHARD_END; -1 none
 	verified int             // records [0, verified) checked settled in this epoch
 	first    map[int]bool
@@ -197,8 +201,17 @@ func (v Violation) String() string {
 	return s
 }
 
+// position is a checkpoint a loop wrote or tried to write: the record's
+// index, the run that wrote it, when.
+type position struct {
+	idx int
+	run string
+	at  time.Time
+}
+
 // runTake is what the checker keeps of a run's take of a row.
 type runTake struct {
+	at      time.Time
 	epoch   int
 	parents bool  // every parent was read to its end (in its epoch) then
 	order   int64 // the generation the run reads under
@@ -333,7 +346,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		ps := c.sh[shardKey{k.inc, p}]
 		parents = parents && ps != nil && ps.endEpoch >= 0 && ps.endEpoch == ps.epoch
 	}
-	c.runs[run+"|"+k.String()] = runTake{epoch: s.epoch, order: order, pending: pending, parents: parents}
+	c.runs[run+"|"+k.String()] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
 	}
@@ -481,7 +494,7 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 // reset starts a new epoch on a row.
 func (c *checker) reset(s *shardState) {
 	s.epoch++
-	s.lastCkpt, s.verified, s.lostBy = -1, 0, nil
+	s.lastCkpt, s.verified, s.pendingBy = -1, 0, nil
 }
 
 // pinned notes a reader's pin of where it opened a shard at its tip. On a
@@ -524,9 +537,9 @@ func settledUnder(x *rec, e int) bool {
 	return false
 }
 
-// checkpoint checks a checkpoint written on a row (under the store's
-// lock); lost is true when its writer will not hear that it was written.
-func (c *checker) checkpoint(owner string, row lease.Lease, seq string, lost bool) {
+// checkpoint checks a checkpoint written on a row by owner in run (under
+// the store's lock).
+func (c *checker) checkpoint(run, owner string, row lease.Lease, seq string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ev++
@@ -557,22 +570,13 @@ func (c *checker) checkpoint(owner string, row lease.Lease, seq string, lost boo
 		c.fail(k, "%s checkpointed %s, a record of shard %s", c.tr.nameLocked(owner), short(seq), x.shard.key)
 		return
 	}
-	bug := s.bug
-	if s.lostBy[lease.LoopOwner(owner)] && bug == "" {
-		bug = "B3" // the loop did not hear of one of its own checkpoints
-	}
 	if s.lastCkpt == len(s.recs) { // SHARD_END in this epoch
-		c.failBug(k, bug, "%s moved the checkpoint back from SHARD_END to %s within one generation", c.tr.nameLocked(owner), short(seq))
+		c.fail(k, "%s moved the checkpoint back from SHARD_END to %s within one generation", c.tr.nameLocked(owner), short(seq))
 	} else if x.idx < s.lastCkpt {
-		c.failBug(k, bug, "%s moved the checkpoint back from %s to %s within one generation", c.tr.nameLocked(owner), short(s.recs[s.lastCkpt].seq), short(seq))
+		c.fail(k, "%s moved the checkpoint back from %s to %s within one generation", c.tr.nameLocked(owner), short(s.recs[s.lastCkpt].seq), short(seq))
 	}
 	s.lastCkpt = x.idx
-	if lost {
-		if s.lostBy == nil {
-			s.lostBy = map[string]bool{}
-		}
-		s.lostBy[lease.LoopOwner(owner)] = true
-	}
+	c.pending(s, run, owner, x.idx)
 	for ; s.verified <= x.idx; s.verified++ {
 		y := s.recs[s.verified]
 		if rl.owes(y) && !settledUnder(y, s.epoch) {
@@ -581,6 +585,30 @@ func (c *checker) checkpoint(owner string, row lease.Lease, seq string, lost boo
 			break
 		}
 	}
+}
+
+// pending notes a checkpoint of record idx that owner's loop wrote or
+// tried to write.
+func (c *checker) pending(s *shardState, run, owner string, idx int) {
+	loop := lease.LoopOwner(owner)
+	if p, ok := s.pendingBy[loop]; !ok || p.idx < idx {
+		if s.pendingBy == nil {
+			s.pendingBy = map[string]position{}
+		}
+		s.pendingBy[loop] = position{idx: idx, run: run, at: time.Now()}
+	}
+}
+
+// checkpointFailed notes a checkpoint of seq that owner tried to write and
+// that failed before it was made.
+func (c *checker) checkpointFailed(run, owner, shardID, seq string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x := c.bySeq[seq]
+	if x == nil || x.shard.key.id != shardID {
+		return // SHARD_END, or not a record: nothing pending to track
+	}
+	c.pending(x.shard, run, owner, x.idx)
 }
 
 // shardEnd notes SHARD_END on s; the caller holds mu.
@@ -634,6 +662,13 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 		if !take.parents {
 			c.fail(s.key, "%s delivered the child's first batch of epoch %d, having taken it before its parents %v were read to their end", c.tr.nameLocked(owner), epoch, s.parents)
 		}
+	}
+	if p, ok := s.pendingBy[lease.LoopOwner(owner)]; ok && known && first.idx <= p.idx && (p.run == run || take.at.After(p.at)) && s.bug == "" {
+		// The loop reads again what it settled and checkpointed (or tried
+		// to): it reopened behind its own position. The reader does so after
+		// a checkpoint it did not hear written (B3).
+		s.bug = "B3"
+		c.tr.add(s.key.String(), owner, "BUG B3: reopened behind its own checkpoint %s: delivers %s again", short(s.recs[p.idx].seq), short(first.seq))
 	}
 	for i, seq := range seqs[:n] {
 		x := c.bySeq[seq]

@@ -25,9 +25,6 @@ type table struct {
 	stealEnd  time.Time           // until then
 	lastCkpts map[string][]string // per shard, its last checkpoints
 	ckptBack  bool                // CheckpointBack done
-
-	// answerLost: the write being made will have its answer lost.
-	answerLost bool
 }
 
 // store is one host's view of the table: the network between them, with
@@ -42,9 +39,13 @@ type store struct {
 
 var _ lease.Store = (*store)(nil)
 
-// errStore is the cause of an injected store failure: neither ErrHeld nor
-// ErrNotOwner, so callers treat it as transient.
-var errStore = errors.New("sim: lease store unavailable (injected)")
+// errStore and errNotWritten are the causes of injected store failures
+// (the answer lost; the write not made): neither ErrHeld nor ErrNotOwner,
+// so callers treat them as transient.
+var (
+	errStore      = errors.New("sim: lease store unavailable (injected)")
+	errNotWritten = errors.New("sim: lease store unavailable before the write (injected)")
+)
 
 type storeFault int
 
@@ -89,10 +90,9 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 	}
 	if fault == faultBefore {
 		w.tr.add(w.shardName(shardID), "", "%s: %s failed before the write (injected)", s.dep, op)
-		return errStore
+		return errNotWritten
 	}
 	s.t.mu.Lock()
-	s.t.answerLost = fault == faultAfter
 	err := f()
 	s.t.mu.Unlock()
 	if err == nil && fault == faultAfter {
@@ -158,11 +158,14 @@ func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq stri
 		if err == nil {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), owner, "checkpoint %s", short(seq))
-			w.chk.checkpoint(owner, l, seq, s.t.answerLost)
+			w.chk.checkpoint(runKey(invocationOf(ctx), owner), owner, l, seq)
 		}
 		out = l
 		return err
 	})
+	if err == errNotWritten {
+		s.t.w.chk.checkpointFailed(runKey(invocationOf(ctx), owner), owner, shardID, seq)
+	}
 	return out, err
 }
 
