@@ -130,15 +130,15 @@ type shardState struct {
 	applied  int64 // order of the last generation whose start reached the row
 	created  int64 // the incarnation's latest generation when the shard appeared
 	bug      string
-	lastCkpt int             // index of the last checkpoint in this epoch; -1 none
+	lastCkpt int // index of the last checkpoint in this epoch; -1 none
 	// pendingBy is, per loop, the highest checkpoint it wrote or tried to
 	// write this epoch (heard written, failed, or its answer lost): a run
 	// of the loop that delivers at or behind it again (the same run, or one
 	// that took the row later) reopened behind its own position.
 	pendingBy map[string]position
-	endEpoch int             // epoch of the last SHARD_END; -1 none
-	verified int             // records [0, verified) checked settled in this epoch
-	first    map[int]bool
+	endEpoch  int // epoch of the last SHARD_END; -1 none
+	verified  int // records [0, verified) checked settled in this epoch
+	first     map[int]bool
 
 	delivs []interval
 }
