@@ -125,12 +125,18 @@ func (s *slowStore) Release(ctx context.Context, stream, shard, owner string) er
 	return s.Store.Release(ctx, stream, shard, owner)
 }
 
-// BenchmarkReaderThroughput measures the reader's own overhead: 100,000
-// records of 1 KB through one shard with GetRecords at 20 ms (1,000
-// records), the target at 30 ms a batch and each lease write at 5 ms. The
-// ratio compares records per second delivered with a strictly sequential
-// loop's ideal, batch / (GetRecords + target + checkpoint), using the mean
-// latencies measured in the same run.
+// BenchmarkReaderThroughput measures the reader's own overhead, pipelined:
+// 100,000 records of 1 KB through one shard (one lane, the default) with
+// GetRecords at 20 ms (1,000 records), the target at 30 ms a batch and each
+// lease write at 5 ms. The in-process Kinesis has no read limits (the
+// pacing is off): the figures are the reader's, not the shard's 2 MB/s.
+//
+// reader_pipelined_ratio compares records per second with a strictly
+// sequential loop's ideal, batch / (GetRecords + target + checkpoint); the
+// pipelined ideal is batch / target (the reads and checkpoints overlap the
+// deliveries), 55/30 = 1.83 times the sequential one.
+// reader_throughput_ratio compares with that pipelined ideal. Both use the
+// mean latencies measured in the same run.
 func BenchmarkReaderThroughput(b *testing.B) {
 	const (
 		records = 100_000
@@ -155,7 +161,7 @@ func BenchmarkReaderThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		st := State{Stream: "bench", ShardID: "shardId-000000000000", Owner: "bench-owner"}
-		opts := Options{Kinesis: kin, Store: store, Target: tgt, BatchSize: batch, RunLength: MaxRunLength}
+		opts := Options{Kinesis: kin, Store: store, Target: tgt, BatchSize: batch, RunLength: MaxRunLength, NoReadPacing: true}
 		start := time.Now()
 		for {
 			st, err = Run(context.Background(), opts, st)
@@ -171,15 +177,15 @@ func BenchmarkReaderThroughput(b *testing.B) {
 			b.Fatalf("ended %q after %d records", st.Reason, delivered.Load())
 		}
 		rate := float64(delivered.Load()) / elapsed.Seconds()
-		perBatch := kin.lat.mean() + target.mean() + store.ckpt.mean()
-		ideal := float64(batch) / perBatch.Seconds()
-		ratio := rate / ideal
+		sequential := float64(batch) / (kin.lat.mean() + target.mean() + store.ckpt.mean()).Seconds()
+		pipelined := float64(batch) / max(kin.lat.mean(), target.mean(), store.ckpt.mean()).Seconds()
 		requests := float64(kin.calls.Load()+store.calls.Load()) / float64(batches.Load())
-		b.ReportMetric(ratio, "ratio")
+		b.ReportMetric(rate/sequential, "ratio")
 		b.ReportMetric(rate, "records/s")
-		fmt.Printf("bench reader_throughput_ratio %.3f x\n", ratio)
+		fmt.Printf("bench reader_pipelined_ratio %.3f x (against the sequential ideal; the pipelined ideal is %.2f x)\n", rate/sequential, pipelined/sequential)
+		fmt.Printf("bench reader_throughput_ratio %.3f x (against the pipelined ideal, batch / target)\n", rate/pipelined)
 		fmt.Printf("bench reader_requests_per_batch %.2f requests\n", requests)
-		fmt.Printf("bench reader_records_per_second %.0f records/s (ideal %.0f; measured latencies get %s target %s checkpoint %s)\n",
-			rate, ideal, kin.lat.mean().Round(10*time.Microsecond), target.mean().Round(10*time.Microsecond), store.ckpt.mean().Round(10*time.Microsecond))
+		fmt.Printf("bench reader_records_per_second %.0f records/s (sequential ideal %.0f, pipelined ideal %.0f; measured latencies get %s target %s checkpoint %s)\n",
+			rate, sequential, pipelined, kin.lat.mean().Round(10*time.Microsecond), target.mean().Round(10*time.Microsecond), store.ckpt.mean().Round(10*time.Microsecond))
 	}
 }
