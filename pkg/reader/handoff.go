@@ -19,7 +19,7 @@ func (r *run) out(reason Reason, cont bool) State {
 	st.Batches += r.batches.Load()
 	st.GivenUp += r.givenUp.Load()
 	st.Iterator, st.IteratorIssuedAt = "", 0
-	st.Factor, st.SettledTo, st.Lanes = r.factor, "", []LaneState{}
+	st.Factor, st.SettledTo, st.Lanes, st.SettledUnder = r.factor, "", []LaneState{}, ""
 	if r.cur != nil {
 		st.FirstSequence = r.cur.firstSeq
 		st.ReadErrors = r.cur.errors
@@ -115,6 +115,9 @@ func (r *run) failures(st *State, whole bool) {
 	}
 	if st.SettledTo == "" && !hasFailure(laneFail) {
 		return
+	}
+	if st.SettledTo != "" && r.written == "" && startPending(r.cur.row) {
+		st.SettledUnder = startOf(r.cur.row)
 	}
 	st.Lanes = make([]LaneState, r.factor)
 	for i := range st.Lanes {

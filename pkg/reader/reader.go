@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,10 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 		r.cur.pace = newPacer(ShardReadsPerSecond, ShardReadBytes)
 	}
 	r.ahead = aheadOf(st)
+	// Nothing checkpointed yet under the row's start, and the loop settled
+	// records past it under that very start (its first records failing):
+	// the loop reopens at the start, but keeps what it settled.
+	keepAhead := startPending(row) && st.SettledTo != "" && st.SettledUnder == startOf(row) && effectiveCheckpoint(row) == st.Checkpoint
 	if eff := effectiveCheckpoint(row); eff != st.Checkpoint || startPending(row) {
 		// A fresh loop, another owner's checkpoint, or a start not yet
 		// applied (a generation, a pin, a reset): the row decides; what this
@@ -97,7 +102,9 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 			r.log.Info("checkpoint on the row differs from the loop's; reopening from the row", "seq", eff, "loop_checkpoint", st.Checkpoint)
 		}
 		r.written, r.cur.after, r.cur.iter, r.cur.issued, r.cur.firstSeq = eff, eff, "", time.Time{}, ""
-		r.ahead = ahead{}
+		if !keepAhead {
+			r.ahead = ahead{}
+		}
 	}
 	r.carriedIn = map[string]Failure{}
 	r.carriedLane = map[string]int{}
@@ -265,6 +272,11 @@ func (r *run) schedule() outcome {
 	r.settledIn = map[string]bool{}
 	r.want = r.written
 	limit := int32(min(int(r.o.BatchSize)*r.factor, MaxBatchSize))
+	// Records the previous run settled ahead are read again only to be
+	// passed: as many a call as Kinesis gives.
+	catchingUp := func() bool {
+		return r.ahead.to != "" && (r.cur.lastRead == "" || seqLess(r.cur.lastRead, r.ahead.to))
+	}
 
 	readCtx, cancelRead := context.WithCancel(r.ctx)
 	defer cancelRead()
@@ -330,11 +342,18 @@ func (r *run) schedule() outcome {
 			cancelRead() // a read or a wait in progress ends now
 			readsCut = true
 		}
-		if !halted {
+		if !r.halt.Load() {
+			// Past the run's length, what was read still gets its first
+			// delivery (as a batch read before the end always did); lanes in
+			// trouble stop retrying.
 			r.dispatch()
 		}
 		if !r.cursorBusy && !ended && !halted && r.gate(last, limit).open() {
-			reqs <- limit
+			if catchingUp() {
+				reqs <- MaxBatchSize
+			} else {
+				reqs <- limit
+			}
 			r.cursorBusy = true
 		}
 		if !r.cursorBusy && r.lanesIdle() {
@@ -578,12 +597,12 @@ func (r *run) flush() {
 // delivered or written.
 func (r *run) lost() bool { return r.holder.Valid() != nil }
 
-// halted is the run's stop condition, in one place: it takes no new read
-// and no new batch once it reached its length (or its deadline less
-// Margin), or it is ending for another reason (too many read errors;
-// nothing more fits before the deadline). Lanes then settle what is in
-// flight, and stop retrying. A graceful yield of the lease would be one
-// more such reason.
+// halted is the run's stop condition, in one place: it reads no more once
+// it reached its length (or its deadline less Margin), or it is ending for
+// another reason (halt: too many read errors; nothing more fits before the
+// deadline), and lanes stop retrying. After the length, the records already
+// read still get their first delivery; after a halt, no new batch starts.
+// A graceful yield of the lease would be one more halt.
 func (r *run) halted() bool {
 	return r.halt.Load() || !r.o.Clock().Before(r.stopTime())
 }
@@ -682,6 +701,11 @@ func (r *run) release(parent context.Context, reason Reason) State {
 	st := r.out(reason, false)
 	r.log.Info("run done", "reason", reason, "records", st.Records, "seq", st.Checkpoint)
 	return st
+}
+
+// startOf names the row's start: its position, generation and order.
+func startOf(row lease.Lease) string {
+	return row.Start + "|" + row.Generation + "|" + strconv.FormatInt(row.GenerationOrder, 10)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -76,6 +76,11 @@ type State struct {
 	// Lanes holds one entry per lane (Factor of them) when SettledTo is
 	// set or a lane carries a failure; empty otherwise.
 	Lanes []LaneState `json:"lanes"`
+	// SettledUnder is the row's start (position, generation and its order)
+	// when SettledTo was written before any checkpoint under that start: a
+	// later run applies SettledTo only while the row's start is the same.
+	// "" when the row's checkpoint is past its start.
+	SettledUnder string `json:"settledUnder"`
 }
 
 // Failure is the retry count of a failing delivery, carried across runs:
