@@ -42,6 +42,10 @@ const (
 	VarOnFailure        = "SHARDLOOP_ON_FAILURE_DESTINATION"
 	VarBatchingWindow   = "SHARDLOOP_BATCHING_WINDOW"
 	VarDeaggregate      = "SHARDLOOP_DEAGGREGATE"
+	// VarParallelizationFactor is the number of lanes delivering one
+	// shard's records concurrently (1 to 10, default 1), as Lambda's
+	// ParallelizationFactor.
+	VarParallelizationFactor = "SHARDLOOP_PARALLELIZATION_FACTOR"
 )
 
 // Defaults of the optional variables.
@@ -104,6 +108,8 @@ type Reader struct {
 	OnFailure      string
 	BatchingWindow time.Duration
 	Deaggregate    bool
+	// ParallelizationFactor: 1 (default) to reader.MaxParallelizationFactor.
+	ParallelizationFactor int
 }
 
 // ReaderPolicy returns the reader options of the failure policy and
@@ -116,6 +122,8 @@ func (r Reader) ReaderPolicy() reader.Options {
 		BatchingWindow:   r.BatchingWindow,
 		Deaggregate:      r.Deaggregate,
 		TargetTimeout:    r.knownTargetTimeout(),
+
+		ParallelizationFactor: r.ParallelizationFactor,
 	}
 }
 
@@ -223,6 +231,8 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		OnFailure:        getenv(VarOnFailure),
 		BatchingWindow:   e.duration(VarBatchingWindow, 0, BatchingWindowLimit),
 		Deaggregate:      e.boolean(VarDeaggregate),
+
+		ParallelizationFactor: e.intIn(VarParallelizationFactor, reader.DefaultParallelizationFactor, ParallelizationFactorLimit),
 	}
 	if r.InvokeIdentityARN != "" {
 		if err := CheckInvokeIdentityARN(r.InvokeIdentityARN); err != nil {

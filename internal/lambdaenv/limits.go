@@ -101,6 +101,10 @@ var (
 	CreateShardsLimit   = IntLimit{Min: 0, Max: MaxCreateShards, Why: "0 never creates the stream"}
 	MaxIterationsLimit  = IntLimit{Min: 1, Max: MaxIterations}
 	RetryAttemptsLimit  = IntLimit{Min: -1, Max: reader.MaxRetryAttemptsLimit, Why: "-1 retries until the records expire"}
+	// ParallelizationFactorLimit bounds the lanes of one shard, as Lambda
+	// bounds its trigger's ParallelizationFactor; infra/ reads the same
+	// constants from pkg/reader.
+	ParallelizationFactorLimit = IntLimit{Min: 1, Max: reader.MaxParallelizationFactor, Why: "lanes delivering one shard concurrently, as Lambda's ParallelizationFactor"}
 )
 
 // StartForms are the start positions ParseStart reads.
