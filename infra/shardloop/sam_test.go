@@ -1,6 +1,7 @@
 package shardloop
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,23 @@ func TestSAMTemplate_PassesTheShardReadersRoleAsInvokeIdentity(t *testing.T) {
 	}
 	if want := "SHARDLOOP_INVOKE_IDENTITY_ARN: !GetAtt ShardReaderFunctionRole.Arn"; !strings.Contains(string(b), want) {
 		t.Errorf("template/template.yaml lacks %q", want)
+	}
+}
+
+// The SAM parameter ParallelizationFactor has the reader's bounds and
+// reaches the shardreader, as the construct's prop does.
+func TestSAMTemplate_ParallelizationFactorHasTheReadersBounds(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "template", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sam := string(b)
+	for _, want := range []string{
+		fmt.Sprintf("  ParallelizationFactor:\n    Type: Number\n    Default: %d\n    MinValue: 1\n    MaxValue: %d\n", DefaultParallelizationFactor, MaxParallelizationFactor),
+		"SHARDLOOP_PARALLELIZATION_FACTOR: !Ref ParallelizationFactor",
+	} {
+		if !strings.Contains(sam, want) {
+			t.Errorf("template/template.yaml lacks %q", want)
+		}
 	}
 }

@@ -73,6 +73,7 @@ const (
 	CtxOnFailure         = "onFailureDestination"
 	CtxBatchingWindow    = "batchingWindow"
 	CtxDeaggregate       = "deaggregate"
+	CtxParallelization   = "parallelizationFactor"
 )
 
 // PropsFromContext reads ConsumerProps from CDK context. An empty value
@@ -168,6 +169,7 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	p.OnFailureDestination = get(CtxOnFailure)
 	duration(CtxBatchingWindow, &p.BatchingWindow)
 	boolean(CtxDeaggregate, &p.Deaggregate)
+	integer(CtxParallelization, &p.ParallelizationFactor)
 	return p, errors.Join(errs...)
 }
 
