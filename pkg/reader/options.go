@@ -59,8 +59,9 @@ type Options struct {
 	Target  Target
 
 	// BatchSize is the most records the target gets in one batch, and the
-	// GetRecords limit with one lane (with N lanes a read asks for N ×
-	// BatchSize, at most 10000). Default 1000, at most 10000.
+	// GetRecords limit with one lane (with N lanes a read asks for 2 × N ×
+	// BatchSize, at most 10000, so that 5 reads a second feed every lane).
+	// Default 1000, at most 10000.
 	BatchSize int32
 	// ParallelizationFactor is the number of lanes delivering one shard's
 	// records concurrently, as Lambda's ParallelizationFactor: records go to

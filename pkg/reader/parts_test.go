@@ -144,19 +144,29 @@ func TestReadGate_PipelinesABacklogButReadsAtTheTipOnlyForAnIdleLane(t *testing.
 		want bool
 	}{
 		{"first read", readGate{last: readNone}, true},
-		{"backlog, lanes busy, nothing queued", readGate{last: readBacklog, limit: 100, healthyLane: true}, true},
-		{"backlog, a read's worth queued", readGate{last: readBacklog, limit: 100, healthyLane: true, queued: 100}, false},
+		{"backlog, lanes busy, nothing queued", readGate{last: readBacklog, limit: 100, starving: true}, true},
+		{"backlog, a lane short of a batch", readGate{last: readBacklog, limit: 2000, starving: true, queued: 1500}, true},
+		{"backlog, every lane has a batch waiting", readGate{last: readBacklog, limit: 2000, queued: 1500}, false},
+		{"backlog, a read's worth queued", readGate{last: readBacklog, limit: 100, starving: true, queued: 100}, false},
 		{"backlog, every lane retrying", readGate{last: readBacklog, limit: 100, queued: 0}, false},
-		{"backlog, too much data queued", readGate{last: readBacklog, limit: 100, healthyLane: true, queued: 1, queuedBytes: MaxReadAheadBytes}, false},
-		{"tip, every lane busy", readGate{last: readTip, limit: 100, healthyLane: true}, false},
+		{"backlog, too much data queued", readGate{last: readBacklog, limit: 100, starving: true, queued: 1, queuedBytes: MaxReadAheadBytes}, false},
+		{"tip, every lane busy", readGate{last: readTip, limit: 100, starving: true}, false},
 		{"tip, a lane idle", readGate{last: readTip, limit: 100, idleLane: true}, true},
-		{"empty, every lane busy", readGate{last: readEmpty, healthyLane: true}, false},
+		{"empty, every lane busy", readGate{last: readEmpty, starving: true}, false},
 		{"empty, a lane idle", readGate{last: readEmpty, idleLane: true}, true},
-		{"held at the bound", readGate{last: readBacklog, limit: 100, healthyLane: true, heldRecords: MaxAheadRecords}, false},
+		{"held at the bound", readGate{last: readBacklog, limit: 100, starving: true, heldRecords: MaxAheadRecords}, false},
 		{"unsettled data at the bound", readGate{last: readEmpty, idleLane: true, heldBytes: MaxAheadBytes}, false},
 	} {
 		if got := tc.g.open(); got != tc.want {
 			t.Errorf("%s: open = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestReadLimit_IsTheBatchWithOneLaneAndFeedsEveryLaneWithMore(t *testing.T) {
+	for _, c := range []struct{ batch, factor, want int }{{100, 1, 100}, {1000, 1, 1000}, {100, 4, 800}, {100, 10, 2000}, {1000, 10, 10000}, {10000, 2, 10000}} {
+		if got := readLimit(c.batch, c.factor); got != c.want {
+			t.Errorf("readLimit(%d, %d) = %d, want %d", c.batch, c.factor, got, c.want)
 		}
 	}
 }

@@ -271,7 +271,7 @@ func (r *run) schedule() outcome {
 	r.book = make([]laneBook, r.factor)
 	r.settledIn = map[string]bool{}
 	r.want = r.written
-	limit := int32(min(int(r.o.BatchSize)*r.factor, MaxBatchSize))
+	limit := int32(readLimit(int(r.o.BatchSize), r.factor))
 	// Records the previous run settled ahead are read again only to be
 	// passed: as many a call as Kinesis gives.
 	catchingUp := func() bool {
@@ -403,6 +403,16 @@ func (r *run) schedule() outcome {
 	}
 }
 
+// readLimit is what one read asks for: BatchSize with one lane (a read is a
+// batch, as it always was); with N lanes 2 × N × BatchSize (at most 10,000),
+// so that the shard's 5 reads a second can keep every lane busy.
+func readLimit(batchSize, factor int) int {
+	if factor <= 1 {
+		return batchSize
+	}
+	return min(2*batchSize*factor, MaxBatchSize)
+}
+
 // gate gathers what decides whether the cursor reads now.
 func (r *run) gate(last readKind, limit int32) readGate {
 	g := readGate{last: last, limit: int(limit), heldRecords: r.led.records, heldBytes: r.led.bytes}
@@ -412,9 +422,10 @@ func (r *run) gate(last readKind, limit int32) readGate {
 		if b.failing || b.stopped {
 			continue
 		}
-		g.healthyLane = true
+		waiting := len(b.q) - b.sent
+		g.starving = g.starving || waiting < int(r.o.BatchSize)
+		g.queued += waiting
 		for _, u := range b.q[b.sent:] {
-			g.queued++
 			g.queuedBytes += u.size()
 		}
 	}
@@ -426,19 +437,20 @@ type readGate struct {
 	last                   readKind
 	limit                  int  // records a read asks for
 	idleLane               bool // some lane has nothing to deliver
-	healthyLane            bool // some lane is not retrying a failed delivery
-	queued, queuedBytes    int  // read and waiting for a lane that is not retrying
+	starving               bool // some lane not retrying a failed delivery has less than a batch waiting
+	queued, queuedBytes    int  // read and waiting for the lanes that are not retrying
 	heldRecords, heldBytes int  // the ledger: records past the checkpoint, data not settled
 }
 
 // open says whether to read now. Never past MaxAheadRecords held past the
 // checkpoint, or MaxAheadBytes of data not settled. While the shard has a
-// backlog, read ahead of the lanes (pipelined) as long as less than one
-// read's worth waits for lanes that are not retrying. At the tip (the last
-// read returned little or nothing), read only once a lane is idle: as often
-// as a strictly sequential reader would, so an idle or slow shard spends no
-// more of its shared reads than with one lane. (The poll interval after an
-// empty read is the cursor's.)
+// backlog, read ahead of the lanes (pipelined) while a lane that is not
+// retrying has less than a batch waiting, and less than one read's worth
+// (and MaxReadAheadBytes) waits in all. At the tip (the last read returned
+// little or nothing), read only once a lane is idle: as often as a strictly
+// sequential reader would, so an idle or slow shard spends no more of its
+// shared reads than with one lane. (The poll interval after an empty read
+// is the cursor's.)
 func (g readGate) open() bool {
 	if g.heldRecords >= MaxAheadRecords || g.heldBytes >= MaxAheadBytes {
 		return false
@@ -447,7 +459,7 @@ func (g readGate) open() bool {
 	case readNone:
 		return true
 	case readBacklog:
-		return g.healthyLane && g.queued < g.limit && g.queuedBytes < MaxReadAheadBytes
+		return g.starving && g.queued < g.limit && g.queuedBytes < MaxReadAheadBytes
 	}
 	return g.idleLane
 }
