@@ -2,8 +2,11 @@ package reader
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,6 +185,7 @@ func BenchmarkReaderThroughput(b *testing.B) {
 		sequential := float64(batch) / (kin.lat.mean() + target.mean() + store.ckpt.mean()).Seconds()
 		pipelined := float64(batch) / max(kin.lat.mean(), target.mean(), store.ckpt.mean()).Seconds()
 		requests := float64(kin.calls.Load()+store.calls.Load()) / float64(batches.Load())
+		writeBenchData(b, "reader", map[string]float64{"rate": rate, "sequential": sequential, "pipelined": pipelined})
 		b.ReportMetric(rate/sequential, "ratio")
 		b.ReportMetric(rate, "records/s")
 		fmt.Printf("bench reader_pipelined_ratio %.3f x (against the sequential ideal; the pipelined ideal is %.2f x)\n", rate/sequential, pipelined/sequential)
@@ -314,11 +318,37 @@ func BenchmarkDrain(b *testing.B) {
 		wg.Wait()
 		ratio := pf10.rate / pf1.rate
 		readCap := float64(ShardReadBytes) / 1024
+		writeBenchData(b, "drain", map[string]any{"pf1": pf1.data(), "pf10": pf10.data(), "readCap": capped.data(), "readCapRate": readCap})
 		b.ReportMetric(ratio, "pf10/pf1")
 		b.ReportMetric(capped.rate/readCap, "of-read-cap")
 		fmt.Printf("bench drain_pf10_over_pf1 %.2f x (factor 10 %.0f records/s in %s, %d reads, %d throttled; factor 1 %.0f records/s in %s, %d reads, %d throttled)\n",
 			ratio, pf10.rate, pf10.took.Round(100*time.Millisecond), pf10.reads, pf10.throttled, pf1.rate, pf1.took.Round(100*time.Millisecond), pf1.reads, pf1.throttled)
 		fmt.Printf("bench drain_vs_read_cap %.3f x (%.0f records/s of 1 KB against %.0f; %d reads in %s, %d throttled)\n",
 			capped.rate/readCap, capped.rate, readCap, capped.reads, capped.took.Round(100*time.Millisecond), capped.throttled)
+	}
+}
+
+func (d drainResult) data() map[string]any {
+	return map[string]any{"rate": d.rate, "reads": d.reads, "throttled": d.throttled, "seconds": d.took.Seconds()}
+}
+
+// writeBenchData saves a benchmark's figures for the plot generator
+// (go run ./chaos/cmd/benchplots) under build/bench-data, or
+// $SHARDLOOP_BENCH_DATA.
+func writeBenchData(b *testing.B, name string, v any) {
+	b.Helper()
+	dir := os.Getenv("SHARDLOOP_BENCH_DATA")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "build", "bench-data")
+	}
+	data, err := json.MarshalIndent(v, "", " ")
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".json"), data, 0o644)
+	}
+	if err != nil {
+		b.Logf("bench data: %v", err)
 	}
 }
