@@ -266,6 +266,8 @@ func state(v shardView, now time.Time) string {
 		return "gone from the stream (trimmed by retention); its row stays while a child needs it"
 	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnParent:
 		return "waiting for parent " + v.Reason.Parent + " to be read to its end: " + parentDoing(v.Rows, v.Reason.Parent, now)
+	case r.Owner != "" && r.Revoked:
+		return "lease revoked by a new start position: its reader stops at its next renewal; the shard is taken again once the lease has lapsed"
 	case heldByItsClock(r, now):
 		return "reading: " + progress(v, now)
 	case r.Owner != "":

@@ -38,8 +38,10 @@ func TestPrintStatus_ShowsOwnerExpiryCheckpointLagPendingStartAndState(t *testin
 		{ID: "shardId-000000000004", EndingSequence: "99"},
 		{ID: "shardId-000000000005", ParentID: "shardId-000000000004"},
 		{ID: "shardId-000000000006"},
+		{ID: "shardId-000000000007"},
 	}
 	rows := []lease.Lease{
+		{ShardID: "shardId-000000000007", Owner: "o7", Expiry: now.Add(5 * time.Second), Revoked: true, Start: "horizon"},
 		{ShardID: "shardId-000000000000", Checkpoint: lease.ShardEnd},
 		{ShardID: "shardId-000000000001", Owner: "o1", Expiry: now.Add(7 * time.Second), Checkpoint: "42", MillisBehind: 1234, LagAt: now.Add(-time.Second)},
 		{ShardID: "shardId-000000000002", Owner: "o2", Expiry: now.Add(-3 * time.Second), ParentShardIDs: []string{"shardId-000000000000"}},
@@ -51,8 +53,8 @@ func TestPrintStatus_ShowsOwnerExpiryCheckpointLagPendingStartAndState(t *testin
 	printStatus(&b, statusViews(listing, rows, now), now)
 	out := b.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 9 {
-		t.Fatalf("got %d lines, want a header and 8 rows:\n%s", len(lines), out)
+	if len(lines) != 10 {
+		t.Fatalf("got %d lines, want a header and 9 rows:\n%s", len(lines), out)
 	}
 	for _, h := range []string{"SHARD", "PARENTS", "OWNER", "EXPIRY", "CHECKPOINT", "LAG", "OPENS AT", "STATE"} {
 		if !strings.Contains(lines[0], h) {
@@ -66,6 +68,7 @@ func TestPrintStatus_ShowsOwnerExpiryCheckpointLagPendingStartAndState(t *testin
 		"shardId-000000000003": {"7", "1h2m3s (5m0s ago)", "horizon", "free"},
 		"shardId-000000000005": {"shardId-000000000004", "waiting for parent shardId-000000000004", "read by o4, checkpoint 12"},
 		"shardId-000000000006": {"not started"},
+		"shardId-000000000007": {"o7", "horizon", "lease revoked"},
 		"shardId-000000000009": {"shardId-000000000008", "gone from the stream"},
 	} {
 		l := line(t, out, shard)
