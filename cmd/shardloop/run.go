@@ -189,7 +189,7 @@ func addPolicyFlags(fs *flags) *policyFlags {
 	fs.IntVar(&p.retries, "max-retry-attempts", -1, "give a failing batch up after this many retries ("+lambdaenv.RetryAttemptsLimit.Want()+")")
 	fs.StringVar(&p.age, "max-record-age", "-1", "give records older than this up (-1 for no limit, or "+lambdaenv.RecordAgeLimit.Want()+")")
 	fs.BoolVar(&p.bisect, "bisect-on-error", false, "split a failing batch in halves, down to single records, to isolate bad records")
-	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue or SNS topic ARN that gets a record of each batch given up; empty: logged only")
+	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue, SNS topic or S3 bucket ARN that gets a record of each batch given up; empty: logged only")
 	fs.DurationVar(&p.window, "batching-window", 0, "keep reading up to this long to fill a batch ("+lambdaenv.BatchingWindowLimit.Want()+", under --run-length)")
 	fs.BoolVar(&p.deaggregate, "deaggregate", false, "decode KPL-aggregated records into their user records")
 	return p
@@ -218,7 +218,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 	}
 	if p.destination != "" {
 		if _, err := reader.ParseDestinationARN(p.destination); err != nil {
-			return o, bad("--on-failure-destination %s: want an SQS queue or SNS topic ARN", p.destination)
+			return o, bad("--on-failure-destination %s: want %s", p.destination, reader.DestinationForms)
 		}
 	}
 	o.BisectOnError, o.BatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate
