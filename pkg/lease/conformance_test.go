@@ -442,6 +442,35 @@ var conformanceCases = []struct {
 			t.Fatalf("after release = %+v", got)
 		}
 	}},
+	{"RenewCheckpointIsOneWriteOfBothByTheOwnerOnly", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		rc, ok := s.(lease.RenewCheckpointer)
+		if !ok {
+			t.Fatalf("%T is not a RenewCheckpointer", s)
+		}
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1})
+		must(t, err)
+		l, err := s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		clock.Advance(time.Second)
+		lag := int64(250)
+		got, err := rc.RenewCheckpoint(ctx, stream, "s1", "A", "77", &lag)
+		must(t, err)
+		if got.Counter != l.Counter+1 || got.Checkpoint != "77" || !got.StartApplied || got.MillisBehind != 250 ||
+			!got.LagAt.Equal(clock.Now()) || !got.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) {
+			t.Fatalf("renew with checkpoint = %+v", got)
+		}
+		if _, err := rc.RenewCheckpoint(ctx, stream, "s1", "B", "78", nil); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("by B: err = %v, want ErrNotOwner", err)
+		}
+		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 2})
+		must(t, err)
+		if _, err := rc.RenewCheckpoint(ctx, stream, "s1", "A", "79", nil); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("of a revoked lease: err = %v, want ErrNotOwner", err)
+		}
+		if row, _ := s.Get(ctx, stream, "s1"); row.Checkpoint != "77" {
+			t.Fatalf("row %+v after refused writes, want checkpoint 77", row)
+		}
+	}},
 	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s0:1", Generation: "g1", Order: 1})
 		must(t, err)

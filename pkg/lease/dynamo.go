@@ -71,8 +71,9 @@ type DynamoStore struct {
 }
 
 var (
-	_ Store           = (*DynamoStore)(nil)
-	_ LagCheckpointer = (*DynamoStore)(nil)
+	_ Store             = (*DynamoStore)(nil)
+	_ LagCheckpointer   = (*DynamoStore)(nil)
+	_ RenewCheckpointer = (*DynamoStore)(nil)
 )
 
 // NewDynamoStore returns a store over table, which must exist (see CreateTable).
@@ -264,6 +265,36 @@ func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string) 
 	}
 	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(s.opts.Clock().Add(s.opts.Duration)))).
 		Add(expression.Name(attrCounter), expression.Value(1))
+	out, err := s.update(ctx, "renew", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	if err != nil {
+		return Lease{}, err
+	}
+	return decode(out.Attributes)
+}
+
+// RenewCheckpoint implements RenewCheckpointer: a renewal and a checkpoint
+// in one conditional write.
+func (s *DynamoStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	if millisBehind != nil {
+		if err := checkLag(*millisBehind); err != nil {
+			return Lease{}, err
+		}
+	}
+	now := s.opts.Clock()
+	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
+		Add(expression.Name(attrCounter), expression.Value(1)).
+		Set(expression.Name(attrCheckpoint), expression.Value(seq)).
+		Set(expression.Name(attrStartApplied), expression.Value(true))
+	if millisBehind != nil {
+		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*millisBehind)).
+			Set(expression.Name(attrLagAt), expression.Value(ms(now)))
+	}
 	out, err := s.update(ctx, "renew", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err

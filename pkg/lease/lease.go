@@ -247,6 +247,15 @@ type LagCheckpointer interface {
 	CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error)
 }
 
+// RenewCheckpointer is a Store that can renew a lease and record a
+// checkpoint in one conditional write: what a Holder uses to coalesce
+// checkpoints with renewals (one lease write per renew interval carrying
+// both). MemoryStore, DynamoStore and the store WithLag returns over them
+// are. millisBehind, when not nil, is recorded as by CheckpointWithLag.
+type RenewCheckpointer interface {
+	RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error)
+}
+
 // WithLag returns s with a Checkpoint that also records lag(stream,
 // shardID), when lag knows it and s is a LagCheckpointer; every other
 // method is s's own. lag must be fast and safe for concurrent use (for
@@ -257,13 +266,33 @@ func WithLag(s Store, lag func(stream, shardID string) (millis int64, ok bool)) 
 	if !ok || lag == nil {
 		return s
 	}
-	return lagStore{Store: s, lc: lc, lag: lag}
+	ls := lagStore{Store: s, lc: lc, lag: lag}
+	if rc, ok := s.(RenewCheckpointer); ok {
+		return lagRenewStore{lagStore: ls, rc: rc}
+	}
+	return ls
 }
 
 type lagStore struct {
 	Store
 	lc  LagCheckpointer
 	lag func(stream, shardID string) (int64, bool)
+}
+
+// lagRenewStore is a lagStore over a RenewCheckpointer.
+type lagRenewStore struct {
+	lagStore
+	rc RenewCheckpointer
+}
+
+func (s lagRenewStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if millisBehind == nil {
+		if ms, ok := s.lag(stream, shardID); ok {
+			ms = max(ms, 0)
+			millisBehind = &ms
+		}
+	}
+	return s.rc.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
 }
 
 func (s lagStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {

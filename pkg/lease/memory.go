@@ -18,8 +18,9 @@ type MemoryStore struct {
 }
 
 var (
-	_ Store           = (*MemoryStore)(nil)
-	_ LagCheckpointer = (*MemoryStore)(nil)
+	_ Store             = (*MemoryStore)(nil)
+	_ LagCheckpointer   = (*MemoryStore)(nil)
+	_ RenewCheckpointer = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store.
@@ -127,6 +128,30 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, se
 	return m.update(ctx, "checkpoint", stream, shardID, owner, func(l *Lease) {
 		l.Checkpoint = seq
 		l.StartApplied = true
+	})
+}
+
+// RenewCheckpoint implements RenewCheckpointer.
+func (m *MemoryStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	if millisBehind != nil {
+		if err := checkLag(*millisBehind); err != nil {
+			return Lease{}, err
+		}
+	}
+	return m.update(ctx, "renew", stream, shardID, owner, func(l *Lease) {
+		now := m.opts.Clock()
+		l.Expiry = now.Add(m.opts.Duration)
+		l.Counter++
+		l.Checkpoint, l.StartApplied = seq, true
+		if millisBehind != nil {
+			l.MillisBehind, l.LagAt = *millisBehind, time.UnixMilli(now.UnixMilli())
+		}
 	})
 }
 
