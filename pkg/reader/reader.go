@@ -243,12 +243,14 @@ func (r *run) loop(parent context.Context) State {
 		if r.lost() {
 			return r.leaseLost()
 		}
+		if !r.o.Clock().Before(r.stopAt) || r.ctx.Err() != nil {
+			// Also after a yield: a delivery cut by ctx may still be running
+			// at the target, so the lease is kept, to lapse.
+			return r.finish()
+		}
 		if r.yielded() {
 			r.st.Iterator, r.st.IteratorIssuedAt = "", 0 // the next owner opens after the checkpoint
 			return r.release(parent, ReasonReleased)
-		}
-		if !r.o.Clock().Before(r.stopAt) || r.ctx.Err() != nil {
-			return r.finish()
 		}
 		if r.st.Iterator != "" && r.o.Clock().Sub(time.UnixMilli(r.st.IteratorIssuedAt)) > IteratorMaxAge {
 			r.log.Info("stored iterator too old; reopening")
