@@ -222,16 +222,16 @@ func TestRunner_RestartWithoutAStartDeliversWhatArrivedWhileStopped(t *testing.T
 	}
 }
 
-// Three runners on one DynamoDB lease table (dynalite) over kinesis-local
-// share six shards two each, then three each when one stops (Ctrl-C), and
-// two each again when a new one joins, delivering every record with each
-// key in order.
+// Runners on one DynamoDB lease table (dynalite) over kinesis-local share
+// 12 shards: 4 runners 3 each, 3 runners 4 each when one stops (Ctrl-C), 2
+// runners 6 each when another stops, and 3 runners 4 each again when a new
+// one joins, delivering every record with each key in order.
 func TestRunner_RunnersShareAStreamOnTheEmulators(t *testing.T) {
 	kc := testaws.Kinesis(t)
 	stream := testaws.Name(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	if _, err := shards.CreateIfMissing(ctx, kc, stream, 6); err != nil {
+	if _, err := shards.CreateIfMissing(ctx, kc, stream, 12); err != nil {
 		t.Fatal(err)
 	}
 	dc := testaws.Dynamo(t)
@@ -265,7 +265,7 @@ func TestRunner_RunnersShareAStreamOnTheEmulators(t *testing.T) {
 			Store:          store,
 			Kinesis:        kc,
 			RelistInterval: 2 * time.Second,
-			Reader: reader.Options{Target: target, BatchSize: 50, PollInterval: 300 * time.Millisecond, RunLength: 3 * time.Second,
+			Reader: reader.Options{Target: target, BatchSize: 50, PollInterval: 500 * time.Millisecond, RunLength: 3 * time.Second,
 				RenewInterval: 500 * time.Millisecond, LeaseDuration: leaseFor},
 			Balance: &runner.Balance{ID: id},
 		})
@@ -331,15 +331,17 @@ func TestRunner_RunnersShareAStreamOnTheEmulators(t *testing.T) {
 	start("a")
 	start("b")
 	start("c")
-	settle(map[string]int{"a": 2, "b": 2, "c": 2})
+	start("d")
+	settle(map[string]int{"a": 3, "b": 3, "c": 3, "d": 3})
 	produce(2 * time.Second)
 	leave("b")
+	settle(map[string]int{"a": 4, "c": 4, "d": 4})
 	produce(time.Second)
-	settle(map[string]int{"a": 3, "c": 3})
+	leave("c")
+	settle(map[string]int{"a": 6, "d": 6})
 	produce(time.Second)
-	start("d")
-	produce(time.Second)
-	settle(map[string]int{"a": 2, "c": 2, "d": 2})
+	start("e")
+	settle(map[string]int{"a": 4, "d": 4, "e": 4})
 	produce(time.Second)
 	want := 24 * round
 	for s.count() < want && ctx.Err() == nil {
