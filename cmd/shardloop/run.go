@@ -164,13 +164,27 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Store:         store,
 		Kinesis:       kc,
 		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: rec, Logger: log}, ro),
-		Logger:        log,
+		StopTimeout:   stopTimeout(f.targetTimeout),
+		// Runners on one table share its shards (docs/operations.md, runners).
+		Balance: &runner.Balance{},
+		Logger:  log,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("shardloop running; Ctrl-C stops", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table))
+	log.Info("shardloop running; Ctrl-C stops (again: at once)", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table),
+		"runner", r.ID())
 	return r.Run(ctx)
+}
+
+// stopTimeout is how long Ctrl-C waits for the deliveries in flight: the
+// runner's default, or one invocation of a target whose timeout is known,
+// whichever is longer.
+func stopTimeout(targetTimeout time.Duration) time.Duration {
+	if targetTimeout == 0 {
+		return runner.DefaultStopTimeout
+	}
+	return max(runner.DefaultStopTimeout, targetTimeout+awsconf.TargetTimeoutMargin)
 }
 
 // policyFlags are the failure policy and batching flags of run, with the

@@ -226,3 +226,40 @@ func column(lines []string, header string) string {
 	}
 	return strings.Fields(lines[1][i:])[0]
 }
+
+// The runners sharing the stream are listed with where they run, what the
+// rows say they hold and when they last beat by their own clocks.
+func TestPrintRunners_ListsEachRunnerWithItsLeasesAndLastBeat(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	hs := []lease.Heartbeat{
+		{Runner: "web-1-42-aa", Host: "web-1", PID: 42, Leases: 2, Counter: 9, BeatAt: now.Add(-1200 * time.Millisecond)},
+		{Runner: "web-2-43-bb", Host: "web-2", PID: 43, Leases: 1, Counter: 3, BeatAt: now.Add(30 * time.Second)},
+		{Runner: "web-3-44-cc"},
+	}
+	rows := []lease.Lease{
+		{ShardID: "s0", Owner: lease.RunnerOwner("s0-1", "web-1-42-aa") + "/run"},
+		{ShardID: "s1", Owner: lease.RunnerOwner("s1-1", "web-1-42-aa")},
+		{ShardID: "s2", Owner: lease.RunnerOwner("s2-1", "web-2-43-bb")},
+		{ShardID: "s3"},
+	}
+	var b strings.Builder
+	printRunners(&b, hs, rows, now)
+	out := b.String()
+	for runner, want := range map[string][]string{
+		"web-1-42-aa": {"web-1", "42", "2 (2 at its last beat)", "1.2s ago by its clock"},
+		"web-2-43-bb": {"web-2", "43", "1 (1 at its last beat)", "in 30s by its clock (clocks differ)"},
+		"web-3-44-cc": {"0 (0 at its last beat)", "leaving or not yet beating"},
+	} {
+		l := line(t, out, runner)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("%s: line %q lacks %q", runner, l, w)
+			}
+		}
+	}
+	b.Reset()
+	printRunners(&b, nil, rows, now)
+	if b.Len() != 0 {
+		t.Errorf("without runners status prints %q, want nothing", b.String())
+	}
+}

@@ -161,6 +161,22 @@ type Store interface {
 	// one still has order prevOrder (0: when there is none), or fails with
 	// ErrChanged: another coordinator wrote first.
 	PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error
+	// Beat writes the heartbeat row of runner hb.Runner for stream: it bumps
+	// the row's counter, records hb's Host, PID, Leases and BeatAt, creates
+	// the row when there is none (a first beat, or a row a watcher removed
+	// as gone) and lists the runner among the stream's runners. It returns
+	// the row as written.
+	Beat(ctx context.Context, stream string, hb Heartbeat) (Heartbeat, error)
+	// Runners returns the heartbeat rows of the stream's runners, strongly
+	// consistent, ordered by runner id. A runner listed without a row
+	// (between the two writes of a Beat or a Leave) comes with Counter 0.
+	Runners(ctx context.Context, stream string) ([]Heartbeat, error)
+	// Leave removes runner's heartbeat row when its counter is still counter
+	// (the runner's own last beat, or one a watcher saw stand still for a
+	// lease duration: a runner gone; 0 for a runner listed without a row)
+	// and takes the runner off the stream's runners. It fails with ErrHeld
+	// when the counter moved. Leaving twice is not an error.
+	Leave(ctx context.Context, stream, runner string, counter int64) error
 }
 
 // Start is what SetStart records on a shard's row.
@@ -414,7 +430,7 @@ var (
 // ErrNotOwner or ErrChanged with errors.Is. Current is the row as the store saw it when
 // the store could tell without another read, else nil.
 type ConflictError struct {
-	Op      string // "take", "renew", "checkpoint", "pin", "release", "delete", "reset", "set start", "put generation"
+	Op      string // "take", "renew", "checkpoint", "pin", "release", "delete", "reset", "set start", "put generation", "leave"
 	Key     string
 	Owner   string // the caller's owner id
 	Current *Lease

@@ -36,6 +36,10 @@ const (
 	// ReasonReadErrors: MaxReadErrors consecutive read errors; the lease
 	// was released for the coordinator to take again. The loop ends.
 	ReasonReadErrors Reason = "read_errors"
+	// ReasonReleased: Options.Yield was closed; the run let its delivery in
+	// flight settle, checkpointed what settled and released the lease, so
+	// another owner may take the shard at once. The loop ends.
+	ReasonReleased Reason = "released"
 )
 
 // State is what one run hands the next: the Step Functions payload of a
@@ -186,6 +190,7 @@ type run struct {
 	cutAt  time.Time       // ctx ends here (zero without a deadline): a delivery must end before
 	ctx    context.Context // cancelled when the lease is lost or lapses, or at the hard deadline
 	cancel context.CancelFunc
+	idle   context.Context // of waits: r.ctx, also cancelled when Yield is closed
 
 	stopRenew func() // stops the renewing goroutine and waits for it; idempotent
 
@@ -203,6 +208,23 @@ func (r *run) loop(parent context.Context) State {
 		r.ctx, r.cancel = context.WithCancel(r.holder.Context())
 	}
 	defer r.cancel()
+	r.idle = r.ctx
+	if r.o.Yield != nil {
+		var stopIdle context.CancelFunc
+		r.idle, stopIdle = context.WithCancel(r.ctx)
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		defer wg.Wait()
+		defer close(done)
+		wg.Go(func() {
+			select {
+			case <-r.o.Yield:
+				stopIdle()
+			case <-done:
+				stopIdle()
+			}
+		})
+	}
 
 	if r.st.Checkpoint == lease.ShardEnd {
 		return r.shardEnd(parent, false)
@@ -222,7 +244,13 @@ func (r *run) loop(parent context.Context) State {
 			return r.leaseLost()
 		}
 		if !r.o.Clock().Before(r.stopAt) || r.ctx.Err() != nil {
+			// Also after a yield: a delivery cut by ctx may still be running
+			// at the target, so the lease is kept, to lapse.
 			return r.finish()
+		}
+		if r.yielded() {
+			r.st.Iterator, r.st.IteratorIssuedAt = "", 0 // the next owner opens after the checkpoint
+			return r.release(parent, ReasonReleased)
 		}
 		if r.st.Iterator != "" && r.o.Clock().Sub(time.UnixMilli(r.st.IteratorIssuedAt)) > IteratorMaxAge {
 			r.log.Info("stored iterator too old; reopening")
@@ -297,7 +325,7 @@ func (r *run) fill(recs []types.Record, next *string, first time.Time) ([]types.
 			break
 		}
 		r.wait(gap)
-		if r.lost() || r.ctx.Err() != nil {
+		if r.lost() || r.ctx.Err() != nil || r.yielded() {
 			break
 		}
 		at := r.o.Clock()
@@ -568,7 +596,7 @@ func (r *run) deliver(records []types.Record) bool {
 			}
 		}
 		troubled := fails > 0 || len(halves) > 0 || attempts > 0
-		if r.lost() || r.ctx.Err() != nil || (troubled && !r.o.Clock().Before(r.stopAt)) {
+		if r.lost() || r.ctx.Err() != nil || r.yielded() || (troubled && !r.o.Clock().Before(r.stopAt)) {
 			return false
 		}
 		if k := r.expired(us[done:end]); k > 0 {
@@ -718,7 +746,7 @@ func (r *run) giveUp(us []unit, cond string, lastErr error, attempts int) bool {
 		"records", len(recs), "attempts", attempts, "err", lastErr}
 	if r.o.OnFailure != nil {
 		for try := 1; ; try++ {
-			if r.lost() || r.ctx.Err() != nil || (try > 1 && !r.o.Clock().Before(r.stopAt)) {
+			if r.lost() || r.ctx.Err() != nil || (try > 1 && (r.yielded() || !r.o.Clock().Before(r.stopAt))) {
 				return false
 			}
 			err := r.o.OnFailure.Send(r.ctx, fr)
@@ -758,6 +786,17 @@ func (r *run) checkpointCtx(ctx context.Context, seq string) bool {
 	r.log.Warn("checkpoint failed; will write it with the next one", "seq", seq, "err", err)
 	r.pending = seq
 	return true
+}
+
+// yielded reports whether Options.Yield was closed: no new delivery starts;
+// the run releases its lease.
+func (r *run) yielded() bool {
+	select {
+	case <-r.o.Yield:
+		return true
+	default:
+		return false
+	}
 }
 
 // lost reports whether the lease was lost or lapsed: nothing more may be
@@ -809,6 +848,10 @@ func (r *run) shardEnd(parent context.Context, write bool) State {
 				break
 			}
 			r.pending = ""
+			if r.yielded() {
+				r.st.Iterator, r.st.IteratorIssuedAt = "", 0
+				return r.release(parent, ReasonReleased)
+			}
 			r.wait(backoff(r.o.RetryMin, r.o.RetryMax, attempt))
 		}
 		r.o.Hooks.ShardEnd(r.st.Stream, r.st.ShardID)
@@ -845,7 +888,7 @@ func (r *run) wait(d time.Duration) {
 		d = left
 	}
 	if d > 0 {
-		_ = r.o.Sleep(r.ctx, d)
+		_ = r.o.Sleep(r.idle, d)
 	}
 }
 
