@@ -462,6 +462,13 @@ func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq s
 	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
 
+func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	if d.ks.dead() {
+		return lease.Lease{}, errKilled
+	}
+	return d.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
 func (d deadStore) Release(ctx context.Context, stream, shardID, owner string) error {
 	if d.ks.dead() {
 		return errKilled
