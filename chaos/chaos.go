@@ -42,6 +42,11 @@ type Config struct {
 	Shards        int
 	// Runners is the number of owners sharing the table (default 3).
 	Runners int
+	// Balance makes the runners divide the shards between them and hand
+	// them over as they restart (pkg/runner's Balance), as `shardloop run`
+	// processes on one table do; false: each takes what it can, as
+	// deployments sharing a table do.
+	Balance bool
 
 	// Records are produced over Produce (default 30 s), on Keys partition
 	// keys (default 32), each DataSize bytes long at least (default 32).
@@ -375,6 +380,7 @@ type slot struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	loops  int // loops of runners this slot ran before the current one
+	starts int // runners started in this slot
 }
 
 func (sl *slot) runner() *runner.Runner {
@@ -521,6 +527,7 @@ func (h *harness) startSlot(sl *slot, start string) error {
 		},
 		RelistInterval: cfg.Relist,
 		Logger:         cfg.Logger.With("runner", sl.i),
+		Balance:        h.balance(sl),
 	})
 	if err != nil {
 		return err
@@ -535,6 +542,18 @@ func (h *harness) startSlot(sl *slot, start string) error {
 	sl.start, sl.r, sl.cancel, sl.done = start, r, cancel, done
 	sl.mu.Unlock()
 	return nil
+}
+
+// balance is the Balance of sl's runner, nil without Config.Balance: a new
+// id for each start of the slot, as a restarted process has.
+func (h *harness) balance(sl *slot) *runner.Balance {
+	if !h.cfg.Balance {
+		return nil
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.starts++
+	return &runner.Balance{ID: fmt.Sprintf("chaos-%d-%d", sl.i, sl.starts), Host: "chaos", PID: sl.i}
 }
 
 // stopSlot stops sl's runner and waits for its loops.

@@ -167,13 +167,27 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Store:         store,
 		Kinesis:       kc,
 		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: rec, Logger: log}, ro),
-		Logger:        log,
+		StopTimeout:   stopTimeout(f.targetTimeout),
+		// Runners on one table share its shards (docs/operations.md, runners).
+		Balance: &runner.Balance{},
+		Logger:  log,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("shardloop running; Ctrl-C stops", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table))
+	log.Info("shardloop running; Ctrl-C stops (again: at once)", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table),
+		"runner", r.ID())
 	return r.Run(ctx)
+}
+
+// stopTimeout is how long Ctrl-C waits for the deliveries in flight: the
+// runner's default, or one invocation of a target whose timeout is known,
+// whichever is longer.
+func stopTimeout(targetTimeout time.Duration) time.Duration {
+	if targetTimeout == 0 {
+		return runner.DefaultStopTimeout
+	}
+	return max(runner.DefaultStopTimeout, targetTimeout+awsconf.TargetTimeoutMargin)
 }
 
 // policyFlags are the failure policy and batching flags of run, with the
@@ -192,7 +206,7 @@ func addPolicyFlags(fs *flags) *policyFlags {
 	fs.IntVar(&p.retries, "max-retry-attempts", -1, "give a failing batch up after this many retries ("+lambdaenv.RetryAttemptsLimit.Want()+")")
 	fs.StringVar(&p.age, "max-record-age", "-1", "give records older than this up (-1 for no limit, or "+lambdaenv.RecordAgeLimit.Want()+")")
 	fs.BoolVar(&p.bisect, "bisect-on-error", false, "split a failing batch in halves, down to single records, to isolate bad records")
-	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue or SNS topic ARN that gets a record of each batch given up; empty: logged only")
+	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue, SNS topic or S3 bucket ARN that gets a record of each batch given up; empty: logged only")
 	fs.DurationVar(&p.window, "batching-window", 0, "keep reading up to this long to fill a batch ("+lambdaenv.BatchingWindowLimit.Want()+", under --run-length)")
 	fs.BoolVar(&p.deaggregate, "deaggregate", false, "decode KPL-aggregated records into their user records")
 	return p
@@ -221,7 +235,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 	}
 	if p.destination != "" {
 		if _, err := reader.ParseDestinationARN(p.destination); err != nil {
-			return o, bad("--on-failure-destination %s: want an SQS queue or SNS topic ARN", p.destination)
+			return o, bad("--on-failure-destination %s: want %s", p.destination, reader.DestinationForms)
 		}
 	}
 	o.BisectOnError, o.BatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate

@@ -293,12 +293,14 @@ func failurePolicyEnv(p *ConsumerProps) map[string]string {
 
 // onFailure grants the shardreader what sending to the on-failure
 // destination takes, and nothing when there is none: GetQueueUrl and
-// SendMessage on the queue, or Publish on the topic, plus the use of its
-// KMS key when it has one. It returns the destination's ARN, or nil.
+// SendMessage on the queue, Publish on the topic, or PutObject on the
+// bucket's objects, plus the use of its KMS key when it has one. It returns
+// the destination's ARN, or nil.
 func (c *Consumer) onFailure(role awsiam.Role, p *ConsumerProps) *string {
 	const sid = "OnFailureDestination"
 	sqsActions := []string{"sqs:GetQueueUrl", "sqs:SendMessage"}
 	snsActions := []string{"sns:Publish"}
+	s3Actions := []string{"s3:PutObject"}
 	switch {
 	case p.OnFailureQueue != nil:
 		allow(role, sid, sqsActions, p.OnFailureQueue.QueueArn())
@@ -312,8 +314,17 @@ func (c *Consumer) onFailure(role awsiam.Role, p *ConsumerProps) *string {
 			key.Grant(role, jsii.String("kms:Decrypt"), jsii.String("kms:GenerateDataKey"))
 		}
 		return p.OnFailureTopic.TopicArn()
+	case p.OnFailureBucket != nil:
+		allow(role, sid, s3Actions, p.OnFailureBucket.ArnForObjects(jsii.String("*")))
+		if key := p.OnFailureBucket.EncryptionKey(); key != nil {
+			key.Grant(role, jsii.String("kms:GenerateDataKey"))
+		}
+		return p.OnFailureBucket.BucketArn()
 	case strings.HasPrefix(p.OnFailureDestination, "arn:") && strings.Split(p.OnFailureDestination, ":")[2] == "sqs":
 		allow(role, sid, sqsActions, jsii.String(p.OnFailureDestination))
+		return jsii.String(p.OnFailureDestination)
+	case strings.HasPrefix(p.OnFailureDestination, "arn:") && strings.Split(p.OnFailureDestination, ":")[2] == "s3":
+		allow(role, sid, s3Actions, jsii.String(p.OnFailureDestination+"/*"))
 		return jsii.String(p.OnFailureDestination)
 	case p.OnFailureDestination != "":
 		allow(role, sid, snsActions, jsii.String(p.OnFailureDestination))

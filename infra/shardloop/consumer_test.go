@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -395,7 +396,10 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 8 * 24 * time.Hour }},
 		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 301 * time.Second }},
 		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 60 * time.Second }}, // = RunLength
-		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::bucket" }},
+		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::Not_A_Bucket" }},
+		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.OnFailureDestination = "arn:aws:s3:eu-west-1:123456789012:bucket"
+		}},
 		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
 			p.OnFailureDestination = "arn:aws:sqs:eu-west-1:123456789012:failed.fifo"
 		}},
@@ -489,18 +493,32 @@ func TestNewConsumer_CreatedStreamExistingTableAndTargetFunction(t *testing.T) {
 func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 	const queueArn = "arn:aws:sqs:eu-west-1:123456789012:orders-failed"
 	for _, tc := range []struct {
-		name    string
-		set     func(*ConsumerProps, awscdk.Stack)
-		actions []string
-		arn     func(tmpl cfn) string // canonical resource and env value
+		name     string
+		set      func(*ConsumerProps, awscdk.Stack)
+		actions  []string
+		arn      func(tmpl cfn) string // canonical env value (and resource, unless resource is set)
+		resource func(tmpl cfn) string
 	}{
 		{"SQSQueueARN", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = queueArn },
-			[]string{"sqs:GetQueueUrl", "sqs:SendMessage"}, func(cfn) string { return canon(t, queueArn) }},
+			[]string{"sqs:GetQueueUrl", "sqs:SendMessage"}, func(cfn) string { return canon(t, queueArn) }, nil},
 		{"SNSTopicConstruct", func(p *ConsumerProps, s awscdk.Stack) {
 			p.OnFailureTopic = awssns.NewTopic(s, jsii.String("Failed"), nil)
 		}, []string{"sns:Publish"}, func(tmpl cfn) string {
 			id, _ := tmpl.byPrefix(t, "AWS::SNS::Topic", "Failed")
 			return canon(t, map[string]any{"Ref": id})
+		}, nil},
+		// A bucket: PutObject on its objects alone.
+		{"S3BucketARN", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::orders-failed" },
+			[]string{"s3:PutObject"}, func(cfn) string { return canon(t, "arn:aws:s3:::orders-failed") },
+			func(cfn) string { return canon(t, "arn:aws:s3:::orders-failed/*") }},
+		{"S3BucketConstruct", func(p *ConsumerProps, s awscdk.Stack) {
+			p.OnFailureBucket = awss3.NewBucket(s, jsii.String("Failed"), nil)
+		}, []string{"s3:PutObject"}, func(tmpl cfn) string {
+			id, _ := tmpl.byPrefix(t, "AWS::S3::Bucket", "Failed")
+			return canon(t, map[string]any{"Fn::GetAtt": []any{id, "Arn"}})
+		}, func(tmpl cfn) string {
+			id, _ := tmpl.byPrefix(t, "AWS::S3::Bucket", "Failed")
+			return canon(t, map[string]any{"Fn::Join": []any{"", []any{map[string]any{"Fn::GetAtt": []any{id, "Arn"}}, "/*"}}})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -517,22 +535,25 @@ func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 			if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
 				t.Fatal(err)
 			}
-			want := tc.arn(tmpl)
+			want, resource := tc.arn(tmpl), tc.arn(tmpl)
+			if tc.resource != nil {
+				resource = tc.resource(tmpl)
+			}
 			var found []statement
 			for _, s := range rolePolicy(t, tmpl, "CShardReaderRole") {
 				if s.Sid == "OnFailureDestination" {
 					found = append(found, s)
 				}
 				for _, a := range s.Actions {
-					if strings.HasPrefix(a, "sqs:") || strings.HasPrefix(a, "sns:") {
+					if strings.HasPrefix(a, "sqs:") || strings.HasPrefix(a, "sns:") || strings.HasPrefix(a, "s3:") {
 						if s.Sid != "OnFailureDestination" {
 							t.Errorf("statement %s grants %s", s.Sid, a)
 						}
 					}
 				}
 			}
-			if len(found) != 1 || !reflect.DeepEqual(found[0].Actions, tc.actions) || !reflect.DeepEqual(found[0].Resources, []string{want}) {
-				t.Fatalf("OnFailureDestination statements = %+v, want %v on %s", found, tc.actions, want)
+			if len(found) != 1 || !reflect.DeepEqual(found[0].Actions, tc.actions) || !reflect.DeepEqual(found[0].Resources, []string{resource}) {
+				t.Fatalf("OnFailureDestination statements = %+v, want %v on %s", found, tc.actions, resource)
 			}
 			if n := len(rolePolicy(t, tmpl, "CCoordinatorRole")); n != 4 {
 				t.Errorf("coordinator role has %d statements, want its 4", n)

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
@@ -167,13 +168,17 @@ type ConsumerProps struct {
 	BisectOnError bool
 	// The on-failure destination that receives a record of each batch given
 	// up (stream, shard, sequence numbers, arrival times, the error): at most
-	// one of OnFailureDestination (a standard SQS queue or SNS topic ARN),
-	// OnFailureQueue or OnFailureTopic. The shardreader may send to it and
-	// nothing else. Without one, a given-up batch is logged at error level
+	// one of OnFailureDestination (a standard SQS queue, SNS topic or S3
+	// bucket ARN), OnFailureQueue, OnFailureTopic or OnFailureBucket. An S3
+	// bucket gets one object per batch holding the record and the batch's
+	// whole invocation event, as Lambda's trigger writes it. The shardreader
+	// may send to it and nothing else (s3:PutObject on the bucket's objects
+	// for a bucket). Without one, a given-up batch is logged at error level
 	// and counted in GivenUpBatches, and its records are gone.
 	OnFailureDestination string
 	OnFailureQueue       awssqs.IQueue
 	OnFailureTopic       awssns.ITopic
+	OnFailureBucket      awss3.IBucket
 	// BatchingWindow: wait up to this long to gather BatchSize records (or
 	// 6 MB) before invoking the target: 0 (default) to 300 s, shorter than
 	// RunLength.
@@ -230,7 +235,7 @@ var (
 	streamName        = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 	functionArn       = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
 	tableName         = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
-	destinationArn    = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:(sqs|sns):[a-z0-9-]+:[0-9]{12}:[a-zA-Z0-9_-]{1,256}(\.fifo)?$`)
+	destinationArn    = regexp.MustCompile(`^(arn:aws[a-zA-Z-]*:(sqs|sns):[a-z0-9-]+:[0-9]{12}:[a-zA-Z0-9_-]{1,256}(\.fifo)?|arn:aws[a-zA-Z-]*:s3:::[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])$`)
 	functionName      = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
 )
 
@@ -376,13 +381,13 @@ func (p *ConsumerProps) validate() error {
 	} else if w != 0 && w >= p.RunLength {
 		bad("BatchingWindow", "%v is not shorter than RunLength %v: a batch is gathered within one shardreader run", w, p.RunLength)
 	}
-	switch n := btoi(p.OnFailureDestination != "") + btoi(p.OnFailureQueue != nil) + btoi(p.OnFailureTopic != nil); {
+	switch n := btoi(p.OnFailureDestination != "") + btoi(p.OnFailureQueue != nil) + btoi(p.OnFailureTopic != nil) + btoi(p.OnFailureBucket != nil); {
 	case n > 1:
-		bad("OnFailureDestination", "give one of OnFailureDestination, OnFailureQueue or OnFailureTopic")
+		bad("OnFailureDestination", "give one of OnFailureDestination, OnFailureQueue, OnFailureTopic or OnFailureBucket")
 	case p.OnFailureDestination != "" && isToken(p.OnFailureDestination):
-		bad("OnFailureDestination", "an ARN known only at deploy time: give OnFailureQueue or OnFailureTopic instead, so the grant can be made")
+		bad("OnFailureDestination", "an ARN known only at deploy time: give OnFailureQueue, OnFailureTopic or OnFailureBucket instead, so the grant can be made")
 	case p.OnFailureDestination != "" && !destinationArn.MatchString(p.OnFailureDestination):
-		bad("OnFailureDestination", "%q is not an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>) or an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", p.OnFailureDestination)
+		bad("OnFailureDestination", "%q is not an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>), an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>) or an S3 bucket ARN (arn:aws:s3:::<bucket>)", p.OnFailureDestination)
 	case strings.HasSuffix(p.OnFailureDestination, ".fifo"),
 		p.OnFailureQueue != nil && p.OnFailureQueue.Fifo() != nil && *p.OnFailureQueue.Fifo(),
 		p.OnFailureTopic != nil && p.OnFailureTopic.Fifo() != nil && *p.OnFailureTopic.Fifo():

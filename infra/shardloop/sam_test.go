@@ -50,6 +50,7 @@ func TestSAMTemplate_PassesTheFailurePolicyAndGrantsTheDestinationOnlyWhenSet(t 
 		"SHARDLOOP_DEAGGREGATE: !Ref Deaggregate",
 		"- OnFailureToQueue\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: [sqs:GetQueueUrl, sqs:SendMessage]",
 		"- OnFailureToTopic\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: sns:Publish",
+		"- OnFailureToBucket\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: s3:PutObject\n                Resource: !Sub \"${OnFailureDestination}/*\"",
 	} {
 		if !strings.Contains(sam, want) {
 			t.Errorf("template/template.yaml lacks %q", want)

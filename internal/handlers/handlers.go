@@ -117,9 +117,9 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 }
 
 // OnFailureDestination returns the reader's on-failure destination for an
-// SQS queue or SNS topic ARN, nil for an empty one. Only the client the ARN
-// names is built; it honours AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_SNS
-// through cfg.
+// SQS queue, SNS topic or S3 bucket ARN, nil for an empty one. Only the
+// client the ARN names is built; it honours AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_SNS or AWS_ENDPOINT_URL_S3 through cfg.
 func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error) {
 	if arn == "" {
 		return nil, nil
@@ -128,8 +128,11 @@ func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error
 	if err != nil {
 		return nil, err
 	}
-	if a.Service == "sqs" {
+	switch a.Service {
+	case "sqs":
 		return reader.NewDestination(arn, awsconf.NewSQS(cfg), nil)
+	case "s3":
+		return reader.NewS3Destination(arn, awsconf.NewS3(cfg))
 	}
 	return reader.NewDestination(arn, nil, awsconf.NewSNS(cfg))
 }

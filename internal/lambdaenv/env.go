@@ -241,7 +241,7 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 	}
 	if r.OnFailure != "" {
 		if _, err := reader.ParseDestinationARN(r.OnFailure); err != nil {
-			e.errs = append(e.errs, &Error{Var: VarOnFailure, Value: r.OnFailure, Want: "an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>), an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>) or empty"})
+			e.errs = append(e.errs, &Error{Var: VarOnFailure, Value: r.OnFailure, Want: reader.DestinationForms + ", or empty"})
 		}
 	}
 	r.TargetTimeoutKnown = getenv(VarTargetTimeout) != ""

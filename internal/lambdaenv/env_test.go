@@ -126,7 +126,7 @@ func TestReaderFromEnv_OnFailureRetryAttemptsRecordAgeBisectBatchingWindowDeaggr
 		"SHARDLOOP_MAX_RETRY_ATTEMPTS":     "10001",
 		"SHARDLOOP_MAX_RECORD_AGE":         "30s",
 		"SHARDLOOP_BISECT_ON_ERROR":        "yes",
-		"SHARDLOOP_ON_FAILURE_DESTINATION": "arn:aws:s3:::bucket",
+		"SHARDLOOP_ON_FAILURE_DESTINATION": "arn:aws:lambda:us-east-1:123456789012:function:f",
 		"SHARDLOOP_BATCHING_WINDOW":        "301s",
 		"SHARDLOOP_DEAGGREGATE":            "1",
 	} {

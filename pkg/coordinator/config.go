@@ -65,6 +65,14 @@ type Config struct {
 	// OnPass, when set, is called with each stream's result after every
 	// pass (for metrics). It must be fast.
 	OnPass func(StreamResult)
+	// Claim, when set, chooses which of a stream's leasable shards this
+	// coordinator takes in a pass: it gets the pass's decision and returns
+	// the shards to take, a subset of d.Leasable. The others are left for
+	// another coordinator on the same table (StreamResult.Declined). A local
+	// runner that shares the table with other runners uses it to take its
+	// fair share only. It must be fast. nil: every leasable shard is taken
+	// (the coordinator Lambda).
+	Claim func(stream string, d shards.Decision) []shards.Shard
 }
 
 // ErrInvalidConfig is matched by every configuration error.

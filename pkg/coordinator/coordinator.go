@@ -174,6 +174,8 @@ type StreamResult struct {
 	Started []Loop
 	// Lost counts leasable shards whose take another coordinator won.
 	Lost int
+	// Declined counts leasable shards Config.Claim left to others.
+	Declined int
 	// Waiting explains the shards not taken, by shard id.
 	Waiting map[string]shards.Reason
 	// Generation is the stream's generation record as this pass left it
@@ -281,8 +283,13 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 			stale = append(stale, rows[id])
 		}
 	}
+	leasable := d.Leasable
+	if c.cfg.Claim != nil {
+		leasable = c.cfg.Claim(name, d)
+		res.Declined = len(d.Leasable) - len(leasable)
+	}
 	var errs []error
-	for _, s := range d.Leasable {
+	for _, s := range leasable {
 		owner := c.cfg.NewOwner(s.ID)
 		opts := []lease.TakeOption{lease.WithParents(s.Parents()...), lease.WithIncarnation(sum.incarnation)}
 		if r, ok := rows[s.ID]; ok && r.Held() {

@@ -519,3 +519,46 @@ func TestPass_GenerationChangeFailedPartWayIsFinishedNextPass(t *testing.T) {
 		}
 	}
 }
+
+// Claim (a local runner's fair share) chooses which leasable shards a pass
+// takes; the others stay free for another coordinator on the table. Without
+// it every leasable shard is taken.
+func TestPass_ClaimTakesOnlyTheShardsItChooses(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 3)
+	store := memStore(t)
+	rec := &recorder{}
+	var offered [][]string
+	claim := func(s string, d shards.Decision) []shards.Shard {
+		var ids []string
+		for _, sh := range d.Leasable {
+			ids = append(ids, sh.ID)
+		}
+		offered = append(offered, ids)
+		return d.Leasable[len(d.Leasable)-1:]
+	}
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}, Claim: claim}, store, kc, rec)
+	res, err := c.Pass(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.shards(); len(got) != 1 || got[0] != "shardId-000000000002" || res.Streams[0].Declined != 2 {
+		t.Fatalf("started %v, declined %d; want the one shard claimed, two declined", got, res.Streams[0].Declined)
+	}
+	if len(offered) != 1 || len(offered[0]) != 3 {
+		t.Fatalf("Claim was offered %v, want the three leasable shards", offered)
+	}
+	rows, _ := store.List(t.Context(), stream)
+	for _, r := range rows {
+		if r.ShardID != "shardId-000000000002" && r.Owner != "" {
+			t.Fatalf("declined shard %s was taken: %+v", r.ShardID, r)
+		}
+	}
+	// The next pass is offered the two left.
+	if _, err := c.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(offered) != 2 || len(offered[1]) != 2 {
+		t.Fatalf("second pass was offered %v, want the two shards left", offered)
+	}
+}

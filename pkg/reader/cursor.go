@@ -53,8 +53,13 @@ type readOut struct {
 // it is too old), waits for the pacer, retries throttled and failed reads,
 // and gathers a batching window. After a read that returned nothing it
 // waits one poll interval before returning. limit is the GetRecords limit.
-func (c *cursor) read(ctx context.Context, limit int32) readOut {
+//
+// Its calls use the run's context: a call in flight when the run halts
+// completes (an iterator opened then is handed on). Its waits end when
+// waits does (the run halting).
+func (c *cursor) read(waits context.Context, limit int32) readOut {
 	r := c.r
+	ctx := r.ctx
 	for {
 		if r.lost() || ctx.Err() != nil || r.halted() {
 			return readOut{none: true}
@@ -64,7 +69,7 @@ func (c *cursor) read(ctx context.Context, limit int32) readOut {
 			c.iter = ""
 		}
 		if c.iter == "" {
-			switch c.reopen(ctx) {
+			switch c.reopen(waits) {
 			case opened, again:
 				continue
 			case atEnd:
@@ -73,7 +78,7 @@ func (c *cursor) read(ctx context.Context, limit int32) readOut {
 				return readOut{stop: ReasonReadErrors}
 			}
 		}
-		if !c.paced(ctx) {
+		if !c.paced(waits) {
 			continue
 		}
 		iterIn, issuedIn := c.iter, c.issued
@@ -85,7 +90,7 @@ func (c *cursor) read(ctx context.Context, limit int32) readOut {
 		})
 		if err != nil {
 			c.pace.done(r.o.Clock(), 0)
-			if c.readFailed(ctx, "get records", err) == stop {
+			if c.readFailed(waits, "get records", err) == stop {
 				return readOut{stop: ReasonReadErrors}
 			}
 			continue
@@ -101,7 +106,7 @@ func (c *cursor) read(ctx context.Context, limit int32) readOut {
 			c.firstSeq = aws.ToString(recs[0].SequenceNumber)
 		}
 		if r.o.BatchingWindow > 0 && len(recs) > 0 && len(recs) < int(limit) && next != nil {
-			recs, next, issued = c.fill(ctx, recs, next, issued, limit)
+			recs, next, issued = c.fill(waits, recs, next, issued, limit)
 			behind = behind || len(recs) >= int(limit)
 		}
 		if len(recs) > 0 {
@@ -113,7 +118,7 @@ func (c *cursor) read(ctx context.Context, limit int32) readOut {
 		}
 		c.iter, c.issued = *next, issued
 		if len(recs) == 0 {
-			r.waitCtx(ctx, r.o.PollInterval)
+			r.waitCtx(waits, r.o.PollInterval)
 		}
 		return readOut{recs: recs, iterIn: iterIn, issuedIn: issuedIn, behind: behind}
 	}
@@ -150,8 +155,9 @@ const minReadGap = 200 * time.Millisecond
 // since the first read has passed or the next read would end past it, the
 // shard ends, a read fails (the next read retries it), or the run must
 // stop. It returns the records, the next iterator and when it was issued.
-func (c *cursor) fill(ctx context.Context, recs []types.Record, next *string, first time.Time, limit int32) ([]types.Record, *string, time.Time) {
+func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, first time.Time, limit int32) ([]types.Record, *string, time.Time) {
 	r := c.r
+	ctx := r.ctx
 	until := minTime(first.Add(r.o.BatchingWindow), r.stopTime())
 	issued := first
 	total := size(recs)
@@ -160,8 +166,8 @@ func (c *cursor) fill(ctx context.Context, recs []types.Record, next *string, fi
 		if !r.o.Clock().Add(gap).Before(until) {
 			break
 		}
-		r.waitCtx(ctx, gap)
-		if r.lost() || ctx.Err() != nil || !c.paced(ctx) {
+		r.waitCtx(waits, gap)
+		if r.lost() || ctx.Err() != nil || r.halted() || !c.paced(waits) {
 			break
 		}
 		at := r.o.Clock()
@@ -212,9 +218,10 @@ func (c *cursor) position() (Opening, error) {
 	return Open(c.row)
 }
 
-// reopen gets a new iterator.
-func (c *cursor) reopen(ctx context.Context) reopened {
+// reopen gets a new iterator; waits is for its waits.
+func (c *cursor) reopen(waits context.Context) reopened {
 	r := c.r
+	ctx := r.ctx
 	op, err := c.position()
 	if err != nil {
 		// A start that does not parse cannot be read past: stop the loop
@@ -227,14 +234,14 @@ func (c *cursor) reopen(ctx context.Context) reopened {
 		// later reader (after a crash before the first checkpoint) opens at or
 		// before this point rather than at a later tip.
 		var res reopened
-		if op, res = c.pin(ctx); res != opened {
+		if op, res = c.pin(waits); res != opened {
 			return res
 		}
 	}
 	now := r.o.Clock()
 	out, err := r.o.Kinesis.GetShardIterator(ctx, op.input(r.in.Stream, r.in.StreamARN, r.in.ShardID))
 	if err != nil {
-		return c.readFailed(ctx, "get shard iterator "+op.String(), err)
+		return c.readFailed(waits, "get shard iterator "+op.String(), err)
 	}
 	c.errors = 0
 	if out.ShardIterator == nil {
@@ -251,11 +258,12 @@ func (c *cursor) reopen(ctx context.Context) reopened {
 // which it returns. The host's clock is never used for it. Anything but
 // opened means the pin was not written now (a failure counted like a read
 // error, or the run stopping).
-func (c *cursor) pin(ctx context.Context) (Opening, reopened) {
+func (c *cursor) pin(waits context.Context) (Opening, reopened) {
 	r := c.r
+	ctx := r.ctx
 	out, err := r.o.Kinesis.GetShardIterator(ctx, Opening{Type: types.ShardIteratorTypeLatest}.input(r.in.Stream, r.in.StreamARN, r.in.ShardID))
 	if err != nil {
-		return Opening{}, c.readFailed(ctx, "get shard iterator LATEST (to pin the tip)", err)
+		return Opening{}, c.readFailed(waits, "get shard iterator LATEST (to pin the tip)", err)
 	}
 	at, known := shards.ServerTime(out.ResultMetadata)
 	if !known {
@@ -272,16 +280,16 @@ func (c *cursor) pin(ctx context.Context) (Opening, reopened) {
 	case r.lost():
 		return Opening{}, again // the run ends
 	}
-	return Opening{}, c.readFailed(ctx, "pin the tip opening on the lease row", err)
+	return Opening{}, c.readFailed(waits, "pin the tip opening on the lease row", err)
 }
 
 // readFailed handles a failed read: a throttled one waits one poll
 // interval, an expired iterator is dropped (the next read reopens), any
 // other error counts, waits ReadErrorWait, and the MaxReadErrors-th in a
-// row stops the run.
-func (c *cursor) readFailed(ctx context.Context, what string, err error) reopened {
+// row stops the run. Its waits end with waits.
+func (c *cursor) readFailed(waits context.Context, what string, err error) reopened {
 	r := c.r
-	if r.lost() || ctx.Err() != nil {
+	if r.lost() || r.ctx.Err() != nil {
 		return again // the caller sees why
 	}
 	var expired *types.ExpiredIteratorException
@@ -294,7 +302,7 @@ func (c *cursor) readFailed(ctx context.Context, what string, err error) reopene
 	case errors.As(err, &throttled):
 		r.log.Warn("read throttled; waiting one poll interval", "op", what, "err", err)
 		r.o.Hooks.ReadError(r.in.Stream, r.in.ShardID, err, true)
-		r.waitCtx(ctx, r.o.PollInterval)
+		r.waitCtx(waits, r.o.PollInterval)
 		return again
 	}
 	c.errors++
@@ -303,7 +311,7 @@ func (c *cursor) readFailed(ctx context.Context, what string, err error) reopene
 	if c.errors >= r.o.MaxReadErrors {
 		return stop
 	}
-	r.waitCtx(ctx, r.o.ReadErrorWait)
+	r.waitCtx(waits, r.o.ReadErrorWait)
 	return again
 }
 

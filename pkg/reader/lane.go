@@ -93,7 +93,7 @@ func (l *lane) deliver(us []unit) bool {
 			attempts, lastErr = l.carried(us, cur.lo, cur.hi)
 		}
 		troubled := fails > 0 || len(work) > 0 || attempts > 0
-		if r.lost() || r.ctx.Err() != nil || (troubled && r.halted()) {
+		if r.lost() || r.ctx.Err() != nil || r.yielded() || (troubled && r.halted()) {
 			return false
 		}
 		if k := r.expired(us[cur.lo:cur.hi]); k > 0 {

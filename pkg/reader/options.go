@@ -158,6 +158,14 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Hooks observe the run. Default NopHooks.
 	Hooks Hooks
+	// Yield, when closed, asks the run to give its shard up: it starts no
+	// new delivery (a delivery in flight settles; a failed one is not
+	// retried, so nothing is in flight), writes the checkpoint of what
+	// settled, releases the lease and ends with ReasonReleased. Waits (the
+	// poll interval, backoffs) end at once; a read in flight completes. A
+	// local runner closes it to hand a shard to another runner, or to stop
+	// on Ctrl-C. nil: never.
+	Yield <-chan struct{}
 	// Nudge, when set, is called (best effort, errors are the callee's) after
 	// a SHARD_END checkpoint or a release, so the coordinator relists now.
 	Nudge func(ctx context.Context)

@@ -148,6 +148,7 @@ type run struct {
 	cutAt  time.Time       // ctx ends here (zero without a deadline): a delivery must end before
 	ctx    context.Context // cancelled when the lease is lost or lapses, or at the hard deadline
 	cancel context.CancelFunc
+	idle   context.Context // of the lanes' waits: ctx, also cancelled when Yield is closed
 
 	stopMu sync.Mutex
 	stopAt time.Time   // no new read or batch after this
@@ -198,6 +199,7 @@ const (
 	outLost                      // the lease was lost or lapsed
 	outShardEnd                  // the shard was read to its end and everything settled
 	outReadErrors                // too many read errors (or a start that does not parse)
+	outReleased                  // Options.Yield was closed: give the shard up
 )
 
 // What a read told about the shard, for the pipelining rule.
@@ -236,6 +238,22 @@ func (r *run) loop(parent context.Context) State {
 		r.ctx, r.cancel = context.WithCancel(r.holder.Context())
 	}
 	defer r.cancel()
+	r.idle = r.ctx
+	if r.o.Yield != nil {
+		var stopIdle context.CancelFunc
+		r.idle, stopIdle = context.WithCancel(r.ctx)
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		defer wg.Wait()
+		defer close(done)
+		wg.Go(func() {
+			select {
+			case <-r.o.Yield:
+			case <-done:
+			}
+			stopIdle()
+		})
+	}
 
 	if r.written == lease.ShardEnd {
 		return r.shardEnd(parent, false)
@@ -257,6 +275,8 @@ func (r *run) loop(parent context.Context) State {
 		return r.shardEnd(parent, true)
 	case outReadErrors:
 		return r.release(parent, ReasonReadErrors)
+	case outReleased:
+		return r.release(parent, ReasonReleased)
 	}
 	return r.finish()
 }
@@ -278,15 +298,17 @@ func (r *run) schedule() outcome {
 		return r.ahead.to != "" && (r.cur.lastRead == "" || seqLess(r.cur.lastRead, r.ahead.to))
 	}
 
-	readCtx, cancelRead := context.WithCancel(r.ctx)
-	defer cancelRead()
+	// The cursor's waits (poll interval, pacing, errors) end when the run
+	// halts; its calls do not: one in flight completes.
+	waits, cutWaits := context.WithCancel(r.idle)
+	defer cutWaits()
 	reqs := make(chan int32, 1)
 	outs := make(chan readOut)
 	ckDone := make(chan ckResult, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for lim := range reqs {
-			out := r.cur.read(readCtx, lim)
+			out := r.cur.read(waits, lim)
 			select {
 			case outs <- out:
 			case <-r.quit:
@@ -306,7 +328,7 @@ func (r *run) schedule() outcome {
 		for _, l := range r.lanes {
 			close(l.work)
 		}
-		cancelRead()
+		cutWaits()
 		wg.Wait()
 		select {
 		case res := <-ckDone:
@@ -328,6 +350,7 @@ func (r *run) schedule() outcome {
 
 	stopTimer := time.NewTimer(max(r.stopTime().Sub(r.o.Clock()), 0))
 	defer stopTimer.Stop()
+	yield := r.o.Yield // nil once seen closed
 	last := readNone
 	ended, failedReads, readsCut := false, false, false
 	for {
@@ -339,10 +362,10 @@ func (r *run) schedule() outcome {
 		}
 		halted := r.halted()
 		if halted && !readsCut {
-			cancelRead() // a read or a wait in progress ends now
+			cutWaits() // a wait of the cursor in progress ends now
 			readsCut = true
 		}
-		if !r.halt.Load() {
+		if !r.halt.Load() && !r.yielded() {
 			// Past the run's length, what was read still gets its first
 			// delivery (as a batch read before the end always did); lanes in
 			// trouble stop retrying.
@@ -362,6 +385,8 @@ func (r *run) schedule() outcome {
 				return outReadErrors
 			case ended && r.led.empty():
 				return outShardEnd
+			case r.yielded():
+				return outReleased
 			case halted:
 				return outContinue
 			}
@@ -393,6 +418,8 @@ func (r *run) schedule() outcome {
 		case res := <-ckDone:
 			ckBusy = false
 			r.checkpointed(res)
+		case <-yield:
+			yield = nil // halted now: the loop's head stops reads and waits
 		case <-stopTimer.C:
 			if left := r.stopTime().Sub(r.o.Clock()); left > 0 {
 				stopTimer.Reset(left) // an injected clock behind the timer's
@@ -611,12 +638,23 @@ func (r *run) lost() bool { return r.holder.Valid() != nil }
 
 // halted is the run's stop condition, in one place: it reads no more once
 // it reached its length (or its deadline less Margin), or it is ending for
-// another reason (halt: too many read errors; nothing more fits before the
-// deadline), and lanes stop retrying. After the length, the records already
-// read still get their first delivery; after a halt, no new batch starts.
-// A graceful yield of the lease would be one more halt.
+// another reason (halt: too many read errors, nothing more fits before the
+// deadline; or Options.Yield was closed), and lanes stop retrying. After
+// the length, the records already read still get their first delivery;
+// after a halt or a yield, no new delivery starts.
 func (r *run) halted() bool {
-	return r.halt.Load() || !r.o.Clock().Before(r.stopTime())
+	return r.halt.Load() || r.yielded() || !r.o.Clock().Before(r.stopTime())
+}
+
+// yielded reports whether Options.Yield was closed: no new delivery starts,
+// and the run releases its lease once what is in flight settled.
+func (r *run) yielded() bool {
+	select {
+	case <-r.o.Yield:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *run) stopTime() time.Time {
@@ -634,8 +672,8 @@ func (r *run) haltNow() {
 }
 
 // wait sleeps d, but not past the run's stop time nor after the lease is
-// lost.
-func (r *run) wait(d time.Duration) { r.waitCtx(r.ctx, d) }
+// lost or a yield.
+func (r *run) wait(d time.Duration) { r.waitCtx(r.idle, d) }
 
 func (r *run) waitCtx(ctx context.Context, d time.Duration) {
 	if left := r.stopTime().Sub(r.o.Clock()); d > left {
@@ -684,6 +722,9 @@ func (r *run) shardEnd(parent context.Context, write bool) State {
 			}
 			if !r.lost() {
 				r.log.Warn("checkpoint of SHARD_END failed; retrying", "err", err)
+			}
+			if r.yielded() {
+				return r.release(parent, ReasonReleased)
 			}
 			r.wait(backoff(r.o.RetryMin, r.o.RetryMax, attempt))
 		}

@@ -22,6 +22,10 @@ const (
 	// ReasonReadErrors: MaxReadErrors consecutive read errors; the lease
 	// was released for the coordinator to take again. The loop ends.
 	ReasonReadErrors Reason = "read_errors"
+	// ReasonReleased: Options.Yield was closed; the run let its deliveries
+	// in flight settle, checkpointed what settled and released the lease,
+	// so another owner may take the shard at once. The loop ends.
+	ReasonReleased Reason = "released"
 )
 
 // State is what one run hands the next: the Step Functions payload of a
