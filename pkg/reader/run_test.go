@@ -152,10 +152,18 @@ func thief(t *testing.T, e *env) lease.Store {
 type thiefStore struct{ lease.Store }
 
 func (s thiefStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
-	if row, err := s.Get(ctx, stream, shardID); err == nil {
-		opts = append(opts, lease.IfCounter(row.Counter))
+	// A renewal landing between the read and the take changes the counter:
+	// read it again (a few times), as the thief means to take the row now.
+	for try := 1; ; try++ {
+		o := opts
+		if row, err := s.Get(ctx, stream, shardID); err == nil {
+			o = append(slices.Clone(opts), lease.IfCounter(row.Counter))
+		}
+		l, err := s.Store.Take(ctx, stream, shardID, owner, o...)
+		if !errors.Is(err, lease.ErrHeld) || try == 3 {
+			return l, err
+		}
 	}
-	return s.Store.Take(ctx, stream, shardID, owner, opts...)
 }
 
 func TestRun_TakeoverBeforeTheDeadlineResumesAfterTheCheckpointWithAtMostThreeBatchesTwice(t *testing.T) {
