@@ -243,9 +243,9 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		Target:        e.required(VarTarget, "the target function's name or ARN"),
 		Coordinator:   getenv(VarCoordinatorFunc),
 		BatchSize:     int32(e.intIn(VarBatchSize, DefaultBatchSize, BatchSizeLimit)),
-		PollInterval:  e.duration(VarPollInterval, reader.DefaultPollInterval, PollIntervalLimit),
+		PollInterval:  e.duration(VarPollInterval, DefaultPollInterval, PollIntervalLimit),
 		RunLength:     e.duration(VarRunLength, DefaultRunLength, RunLengthLimit),
-		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, MaxIterationsLimit),
+		MaxIterations: e.intIn(VarMaxIterations, DefaultMaxIterations, MaxIterationsLimit),
 
 		InvokeIdentityARN: getenv(VarInvokeIdentityARN),
 		TargetTimeout:     e.duration(VarTargetTimeout, MaxTargetTimeout, TargetTimeoutLimit),

@@ -60,6 +60,13 @@ const (
 	// its end, and its lease then lapses a lease duration later (two lease
 	// durations, so that a watch begun late still sees it lapse).
 	WatchSlack = 2 * lease.DefaultDuration
+	// MaxRetryAttempts and MaxBatchingWindow are Lambda's own limits for its
+	// Kinesis trigger.
+	MaxRetryAttempts  = reader.MaxRetryAttemptsLimit
+	MaxBatchingWindow = reader.MaxBatchingWindow
+	// DefaultPollInterval and DefaultMaxIterations are the reader's.
+	DefaultPollInterval  = reader.DefaultPollInterval
+	DefaultMaxIterations = reader.DefaultMaxIterations
 	// MinTargetTimeout and MaxTargetTimeout bound the target's timeout as
 	// configured (Lambda allows 1 s to 15 min); the default is the maximum.
 	MinTargetTimeout = time.Second
@@ -141,13 +148,13 @@ var (
 	PollIntervalLimit   = DurationLimit{Min: MinPollInterval, Max: MaxPollInterval, Why: "a shard allows 5 GetRecords calls a second, shared by every consumer"}
 	RunLengthLimit      = DurationLimit{Min: MinRunLength, Max: MaxRunLength, Why: "under Lambda's 15-minute cap"}
 	WindowLimit         = DurationLimit{Min: MinWindow, Max: MaxWindow}
-	BatchingWindowLimit = DurationLimit{Min: 0, Max: reader.MaxBatchingWindow}
+	BatchingWindowLimit = DurationLimit{Min: 0, Max: MaxBatchingWindow}
 	RecordAgeLimit      = DurationLimit{Min: MinRecordAge, Max: MaxRecordAge}
 	TargetTimeoutLimit  = DurationLimit{Min: MinTargetTimeout, Max: MaxTargetTimeout, Why: "the target function's own timeout; Lambda allows at most 15m0s"}
 	BatchSizeLimit      = IntLimit{Min: MinBatchSize, Max: MaxBatchSize, Why: "GetRecords returns at most 10000 records"}
 	CreateShardsLimit   = IntLimit{Min: 0, Max: MaxCreateShards, Why: "0 never creates the stream"}
 	MaxIterationsLimit  = IntLimit{Min: 1, Max: MaxIterations}
-	RetryAttemptsLimit  = IntLimit{Min: -1, Max: reader.MaxRetryAttemptsLimit, Why: "-1 retries until the records expire"}
+	RetryAttemptsLimit  = IntLimit{Min: -1, Max: MaxRetryAttempts, Why: "-1 retries until the records expire"}
 )
 
 // StartForms are the start positions ParseStart reads.
