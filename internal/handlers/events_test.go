@@ -1,7 +1,10 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,5 +62,36 @@ func TestParseEvent(t *testing.T) {
 				t.Error("an ignored event without a reason")
 			}
 		})
+	}
+}
+
+// The sample events of template/events are events the coordinator takes,
+// for the state machine the SAM env file names.
+func TestParseEvent_TheTemplatesSampleEvents(t *testing.T) {
+	dir := filepath.Join("..", "..", "template")
+	b, err := os.ReadFile(filepath.Join(dir, "env", "localstack.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]map[string]string
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatal(err)
+	}
+	machine := env["CoordinatorFunction"]["SHARDLOOP_STATE_MACHINE_ARN"]
+	for file, want := range map[string]handlers.EventKind{
+		"coordinator-schedule.json":         handlers.EventSchedule,
+		"coordinator-failed-execution.json": handlers.EventLoopEnded,
+	} {
+		raw, err := os.ReadFile(filepath.Join(dir, "events", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := handlers.ParseEvent(raw, machine)
+		if err != nil || ev.Kind != want {
+			t.Errorf("%s: %+v, %v; want kind %d", file, ev, err, want)
+		}
+		if want == handlers.EventLoopEnded && (ev.Loop.ShardID == "" || ev.Loop.Stream != "shardloop-demo") {
+			t.Errorf("%s: loop %+v, want the demo stream's shard", file, ev.Loop)
+		}
 	}
 }
