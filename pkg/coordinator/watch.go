@@ -75,24 +75,86 @@ type WatchResult struct {
 // unknown stream or an empty shard or owner is an ErrInvalidConfig-matching
 // *ConfigError.
 func (c *Coordinator) Watch(ctx context.Context, loop Loop) (WatchResult, error) {
+	res, err := c.WatchAll(ctx, []Loop{loop})
+	return res[0], err
+}
+
+// WatchAll watches loops (see Watch) together: those of one stream with one
+// read of their rows per round and one pass per lapse, however many they
+// are. It returns the results in the order of loops, with the errors joined.
+func (c *Coordinator) WatchAll(ctx context.Context, loops []Loop) ([]WatchResult, error) {
+	out := make([]WatchResult, len(loops))
+	byStream := map[string][]int{}
+	var order []string
+	var errs []error
+	for i, l := range loops {
+		out[i].Loop = l
+		sub, ok := c.subscription(l.Stream)
+		switch {
+		case !ok:
+			errs = append(errs, &ConfigError{Field: "Loop.Stream", Reason: fmt.Sprintf("%q is not a stream this coordinator reads", l.Stream)})
+			continue
+		case l.ShardID == "":
+			errs = append(errs, &ConfigError{Field: "Loop.ShardID", Reason: "want the shard of the loop"})
+			continue
+		case l.Owner == "":
+			errs = append(errs, &ConfigError{Field: "Loop.Owner", Reason: "want the owner of the loop"})
+			continue
+		}
+		name, _ := shards.StreamName(sub.Stream)
+		if byStream[name] == nil {
+			order = append(order, name)
+		}
+		byStream[name] = append(byStream[name], i)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, name := range order {
+		idx := byStream[name]
+		sub, _ := c.subscription(name)
+		wg.Go(func() {
+			ls := make([]Loop, len(idx))
+			for j, i := range idx {
+				ls[j] = loops[i]
+			}
+			res, err := c.watchStream(ctx, sub, name, ls)
+			mu.Lock()
+			defer mu.Unlock()
+			for j, i := range idx {
+				out[i] = res[j]
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// watchStream watches loops of one stream until each has an outcome.
+func (c *Coordinator) watchStream(ctx context.Context, sub Subscription, name string, loops []Loop) ([]WatchResult, error) {
 	begin := c.cfg.Clock()
-	res := WatchResult{Loop: loop}
-	done := func(o WatchOutcome) (WatchResult, error) {
-		res.Outcome, res.Took = o, c.cfg.Clock().Sub(begin)
-		return res, nil
+	res := make([]WatchResult, len(loops))
+	open := make([]int, len(loops))
+	for i, l := range loops {
+		res[i].Loop, open[i] = l, i
 	}
-	sub, ok := c.subscription(loop.Stream)
-	switch {
-	case !ok:
-		return res, &ConfigError{Field: "Loop.Stream", Reason: fmt.Sprintf("%q is not a stream this coordinator reads", loop.Stream)}
-	case loop.ShardID == "":
-		return res, &ConfigError{Field: "Loop.ShardID", Reason: "want the shard of the loop"}
-	case loop.Owner == "":
-		return res, &ConfigError{Field: "Loop.Owner", Reason: "want the owner of the loop"}
+	log := c.cfg.Logger.With("stream", name)
+	done := func(i int, o WatchOutcome) {
+		res[i].Outcome, res[i].Took = o, c.cfg.Clock().Sub(begin)
+		if o == WatchTaken {
+			log.InfoContext(ctx, "watch: took over the shard", "shard_id", loops[i].ShardID, "owner", loops[i].Owner,
+				"new_owner", res[i].Started.Owner, "after", res[i].Took)
+		}
 	}
-	name, _ := shards.StreamName(sub.Stream)
-	log := c.cfg.Logger.With("stream", name, "shard_id", loop.ShardID, "owner", loop.Owner)
-	failures, passes := 0, 0
+	endAll := func(o WatchOutcome) {
+		for _, i := range open {
+			done(i, o)
+		}
+		open = nil
+	}
+	failures, stalls := 0, 0
 	retry := func(err error) error {
 		failures++
 		if failures >= watchAttempts || ctx.Err() != nil {
@@ -101,90 +163,111 @@ func (c *Coordinator) Watch(ctx context.Context, loop Loop) (WatchResult, error)
 		log.WarnContext(ctx, "watch: retrying", "err", err)
 		return c.sleep(ctx, watchRetryWait)
 	}
-	for {
-		row, err := c.store.Get(ctx, name, loop.ShardID)
-		if err != nil && !errors.Is(err, lease.ErrNotFound) {
-			if err := retry(fmt.Errorf("watch %s: read lease: %w", lease.Key(name, loop.ShardID), err)); err != nil {
+	for len(open) > 0 {
+		ids := make([]string, 0, len(open))
+		for _, i := range open {
+			ids = append(ids, loops[i].ShardID)
+		}
+		rows, err := c.store.GetMany(ctx, name, ids)
+		if err != nil {
+			if err := retry(fmt.Errorf("watch %s: read leases: %w", name, err)); err != nil {
 				return res, err
 			}
 			continue
 		}
-		found := err == nil
-		now := c.cfg.Clock() // read after the row arrived
-		switch {
-		case found && row.Finished():
-			return done(WatchFinished)
-		case found && row.Held() && lease.LoopOwner(row.Owner) != lease.LoopOwner(loop.Owner):
-			res.Owner = row.Owner
-			return done(WatchOther)
-		}
-		if found {
-			if v := c.observer.Observe(row, now); !v.Available() {
-				wait := max(v.LapsesAt.Sub(now)+expiryGrace, minWait)
-				if d, ok := ctx.Deadline(); ok && now.Add(wait+watchMargin).After(d) {
-					log.InfoContext(ctx, "watch: the loop still holds the lease; a later pass takes the shard once it lapses", "lapses_at", v.LapsesAt)
-					return done(WatchUnfinished)
-				}
-				if err := c.sleep(ctx, wait); err != nil {
-					return res, err
-				}
+		now := c.cfg.Clock() // read after the rows arrived
+		var next time.Time
+		available := false
+		var keep []int
+		for _, i := range open {
+			row, found := rows[loops[i].ShardID]
+			switch {
+			case found && row.Finished():
+				done(i, WatchFinished)
+				continue
+			case found && row.Held() && lease.LoopOwner(row.Owner) != lease.LoopOwner(loops[i].Owner):
+				res[i].Owner = row.Owner
+				done(i, WatchOther)
 				continue
 			}
+			keep = append(keep, i)
+			if !found {
+				available = true // no row: a pass creates and takes it
+				continue
+			}
+			if v := c.observer.Observe(row, now); v.Available() {
+				available = true
+			} else if next.IsZero() || v.LapsesAt.Before(next) {
+				next = v.LapsesAt
+			}
 		}
-		// Free, lapsed or without a row: a pass decides and takes.
-		if passes++; passes > watchAttempts {
-			return done(WatchNotLeasable) // the passes keep losing it, or it keeps changing hands
+		open = keep
+		if len(open) == 0 {
+			break
 		}
-		pr, err := c.passStream(ctx, sub)
-		if err != nil && !slices.ContainsFunc(pr.Started, func(l Loop) bool { return l.ShardID == loop.ShardID }) {
-			if err := retry(fmt.Errorf("watch %s: %w", lease.Key(name, loop.ShardID), err)); err != nil {
+		if !available {
+			wait := max(next.Sub(now)+expiryGrace, minWait)
+			if d, ok := ctx.Deadline(); ok && now.Add(wait+watchMargin).After(d) {
+				log.InfoContext(ctx, "watch: a loop still holds its lease; a later pass takes the shard once it lapses", "shards", ids, "lapses_at", next)
+				endAll(WatchUnfinished)
+				break
+			}
+			if err := c.sleep(ctx, wait); err != nil {
 				return res, err
 			}
 			continue
 		}
-		for _, l := range pr.Started {
-			if l.ShardID == loop.ShardID {
-				res.Started = l
-				log.InfoContext(ctx, "watch: took over the shard", "new_owner", l.Owner, "after", c.cfg.Clock().Sub(begin))
-				return done(WatchTaken)
+		// Free, lapsed or without a row: a pass decides and takes.
+		pr, perr := c.passStream(ctx, sub)
+		progress := false
+		keep = nil
+		for _, i := range open {
+			id := loops[i].ShardID
+			if j := slices.IndexFunc(pr.Started, func(l Loop) bool { return l.ShardID == id }); j >= 0 {
+				res[i].Started = pr.Started[j]
+				done(i, WatchTaken)
+				progress = true
+				continue
+			}
+			why, waiting := pr.Waiting[id]
+			switch {
+			case waiting && why.Kind == shards.Held:
+				keep = append(keep, i) // renewed or taken in between: the next read says which
+			case waiting:
+				res[i].Reason = why
+				done(i, WatchNotLeasable)
+				progress = true
+			case perr == nil && pr.Lost == 0:
+				done(i, WatchNotLeasable) // not listed
+				progress = true
+			default:
+				keep = append(keep, i) // the take failed or was lost: the next read says which
 			}
 		}
-		why, waiting := pr.Waiting[loop.ShardID]
-		switch {
-		case waiting && why.Kind == shards.Held:
-			continue // renewed or taken in between: the next read says which
-		case waiting:
-			res.Reason = why
-			return done(WatchNotLeasable)
-		case pr.Lost > 0:
-			continue // another coordinator's take may have been this shard's
-		default:
-			return done(WatchNotLeasable) // not listed
+		open = keep
+		if perr != nil {
+			if err := retry(fmt.Errorf("watch %s: %w", name, perr)); err != nil {
+				return res, err
+			}
+			continue
+		}
+		if !progress {
+			if stalls++; stalls >= watchAttempts {
+				endAll(WatchNotLeasable) // the passes keep losing them, or they keep changing hands
+			}
 		}
 	}
+	return res, nil
 }
 
-// Watch bounds: the attempts at a failed read or pass, the wait between
-// them, and the time a watch keeps before its deadline for a last read and
-// pass.
+// Watch bounds: the attempts at a failed read or pass (and passes that
+// take none of the watched shards), the wait between them, and the time a
+// watch keeps before its deadline for a last read and pass.
 const (
 	watchAttempts  = 5
 	watchRetryWait = time.Second
 	watchMargin    = 3 * time.Second
 )
-
-// WatchAll watches each loop (see Watch) at once and returns the results in
-// the order of loops, with the errors joined.
-func (c *Coordinator) WatchAll(ctx context.Context, loops []Loop) ([]WatchResult, error) {
-	out := make([]WatchResult, len(loops))
-	errs := make([]error, len(loops))
-	var wg sync.WaitGroup
-	for i, l := range loops {
-		wg.Go(func() { out[i], errs[i] = c.Watch(ctx, l) })
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
-}
 
 // Once runs one pass, then watches the loops whose leases the pass found
 // revoked until those lapse, and takes their shards: a revoked holder (a new

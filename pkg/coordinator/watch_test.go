@@ -256,39 +256,39 @@ func TestServe_TakesOverAReportedLoopAndPassesOnlyOnEvents(t *testing.T) {
 
 // Once, after a new start generation revoked the leases of the loops that
 // read under the old one, watches them and takes their shards once they
-// lapse: no failed execution reports them.
-func TestOnce_TakesRevokedShardsOnceTheirLeasesLapse(t *testing.T) {
+// lapse: no failed execution reports them. It watches them together: one
+// pass for all once they lapse, not one each.
+func TestOnce_TakesRevokedShardsOnceTheirLeasesLapseInOnePass(t *testing.T) {
 	kc := testaws.Kinesis(t)
-	stream := newStream(t, kc, 2)
+	stream := newStream(t, kc, 3)
 	const d = 2 * time.Second
 	store, cfg := shortLeases(t, stream, d)
 	old := newCoordinator(t, cfg, store, kc, &recorder{})
-	before := startLoops(t, old, 2)
+	before := startLoops(t, old, 3)
 	cfg.Subscriptions[0].Start = "horizon"
 	rec := &recorder{}
-	c := newCoordinator(t, cfg, store, kc, rec)
+	var passes atomic.Int64
+	c := newCoordinator(t, cfg, store, &countingKinesis{Client: kc, lists: &passes}, rec)
 	res, watched, err := c.Once(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(res.Revoked()); got != 2 {
-		t.Fatalf("revoked %d loops, want 2: %+v", got, res.Streams[0])
+	if got := len(res.Revoked()); got != 3 {
+		t.Fatalf("revoked %d loops, want 3: %+v", got, res.Streams[0])
 	}
-	if len(watched) != 2 {
-		t.Fatalf("watched %+v, want both revoked loops", watched)
+	if len(watched) != 3 {
+		t.Fatalf("watched %+v, want every revoked loop", watched)
 	}
-	// The first watch's pass takes both shards (a pass takes every lapsed
-	// lease); the other watch then finds its shard held by that new loop.
 	for _, w := range watched {
-		if w.Outcome != coordinator.WatchTaken && w.Outcome != coordinator.WatchOther {
-			t.Errorf("watch of %s = %+v, want the shard taken", w.Loop.ShardID, w)
+		if w.Outcome != coordinator.WatchTaken || w.Started.Owner == before[w.Loop.ShardID].Owner {
+			t.Errorf("watch of %s = %+v, want the shard taken for a new owner", w.Loop.ShardID, w)
 		}
 		if w.Took < d {
-			t.Errorf("%s done after %v, before a lease duration", w.Loop.ShardID, w.Took)
+			t.Errorf("%s taken after %v, before a lease duration", w.Loop.ShardID, w.Took)
 		}
 	}
-	if got := rec.shards(); len(got) != 2 {
-		t.Fatalf("started %v, want both shards again", got)
+	if n := passes.Load(); n != 2 {
+		t.Errorf("%d passes, want 2: Once's and one for the three lapsed leases", n)
 	}
 	rows := rowsOf(t, store, stream)
 	for _, l := range loopsFrom(rec, 0) {
