@@ -202,7 +202,7 @@ func (c *streamARNs) get(ctx context.Context, stream string) (string, error) {
 	return arn, nil
 }
 
-// NudgeEvent is the coordinator's payload when a reader asks it to relist.
+// NudgeEvent is the coordinator's payload when a reader asks it to pass.
 type NudgeEvent struct {
 	Nudge  bool   `json:"nudge"`
 	Stream string `json:"stream,omitempty"`
@@ -215,7 +215,7 @@ type InvokeAPI interface {
 
 // NudgeFunc returns a reader Nudge that invokes the coordinator
 // asynchronously (InvocationType Event): the reader does not wait for it, and
-// a failure only costs the child the wait until the next relist.
+// a failure only costs the child the wait until the next scheduled pass.
 func NudgeFunc(client InvokeAPI, coordinatorFn string, log *slog.Logger) func(context.Context) {
 	payload, _ := json.Marshal(NudgeEvent{Nudge: true})
 	return func(ctx context.Context) {
@@ -225,7 +225,7 @@ func NudgeFunc(client InvokeAPI, coordinatorFn string, log *slog.Logger) func(co
 			Payload:        payload,
 		})
 		if err != nil {
-			log.WarnContext(ctx, "nudge of the coordinator failed; children open at the next relist", "err", err)
+			log.WarnContext(ctx, "nudge of the coordinator failed; the shard is taken at the next scheduled pass", "err", err)
 		}
 	}
 }
