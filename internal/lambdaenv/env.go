@@ -55,7 +55,7 @@ const (
 	// DefaultWindow: no window. Each scheduled invocation of the
 	// coordinator passes once; SHARDLOOP_WINDOW=<duration> makes it relist
 	// every 10 s for that long instead, as before the event-driven shape.
-	DefaultWindow = 0
+	DefaultWindow time.Duration = 0
 	// MinRecordAge and MaxRecordAge bound SHARDLOOP_MAX_RECORD_AGE, as
 	// Lambda bounds MaximumRecordAgeInSeconds (60 s to 7 days).
 	MinRecordAge = time.Minute
