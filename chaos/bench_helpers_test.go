@@ -147,6 +147,9 @@ type events struct {
 	calls map[string]int
 	// run starts (reader takes) by owner
 	runs map[string][]time.Time
+	// the coordinator's passes: when each began (passTimer) and when each
+	// read its lease rows
+	passBegins, passEnds []time.Time
 }
 
 type ownerAt struct {
@@ -248,9 +251,16 @@ func (s *eventStore) Release(ctx context.Context, stream, shardID, owner string)
 }
 
 func (s *eventStore) GetMany(ctx context.Context, stream string, ids []string) (map[string]lease.Lease, error) {
+	rows, err := s.Store.GetMany(ctx, stream, ids)
 	s.e.mu.Lock()
 	s.e.calls["coord.GetMany"]++
 	s.e.calls["coord.GetMany.items"] += len(ids)
+	s.e.passEnds = append(s.e.passEnds, time.Now())
 	s.e.mu.Unlock()
-	return s.Store.GetMany(ctx, stream, ids)
+	return rows, err
+}
+
+func (s *eventStore) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	s.e.count("coord.GetGeneration")
+	return s.Store.GetGeneration(ctx, stream)
 }

@@ -70,7 +70,10 @@ type Config struct {
 	NoReshard bool
 
 	// Lease timing of every runner; defaults are lease.DefaultDuration,
-	// lease.DefaultRenewInterval, coordinator.DefaultRelistInterval.
+	// lease.DefaultRenewInterval, coordinator.DefaultRelistInterval. Relist
+	// is the period of each runner's scheduled coordinator passes
+	// (runner.Options.RelistInterval); between them the coordinators pass
+	// at nudges and watch the shards of the loops killed.
 	Lease, Renew, Relist time.Duration
 	// Reader options of every loop; zero means the reader's default.
 	Poll, RunLength time.Duration

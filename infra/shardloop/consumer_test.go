@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 		timeout float64
 		env     map[string]any
 	}{
-		{"coordinator", coordinator, 70, map[string]any{
+		{"coordinator", coordinator, 635, map[string]any{
 			"SHARDLOOP_STREAM":            streamArn,
 			"SHARDLOOP_LEASE_TABLE":       map[string]any{"Ref": tableID},
 			"SHARDLOOP_STATE_MACHINE_ARN": map[string]any{"Ref": machineID},
@@ -65,18 +66,19 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 			// no checkpoint ever moves.
 			"SHARDLOOP_BATCH_SIZE":    "100",
 			"SHARDLOOP_POLL_INTERVAL": "1s",
-			"SHARDLOOP_RUN_LENGTH":    "60s",
+			"SHARDLOOP_RUN_LENGTH":    "600s",
 			"SHARDLOOP_CREATE_SHARDS": "0",
-			"SHARDLOOP_WINDOW":        "55s",
+			"SHARDLOOP_WINDOW":        "0s",
 		}},
-		{"shardreader", reader, 120, map[string]any{
+		{"shardreader", reader, 660, map[string]any{
 			"SHARDLOOP_LEASE_TABLE":          map[string]any{"Ref": tableID},
 			"SHARDLOOP_TARGET_FUNCTION":      testTarget,
 			"SHARDLOOP_COORDINATOR_FUNCTION": name,
 			"SHARDLOOP_BATCH_SIZE":           "100",
 			"SHARDLOOP_POLL_INTERVAL":        "1s",
-			"SHARDLOOP_RUN_LENGTH":           "60s",
+			"SHARDLOOP_RUN_LENGTH":           "600s",
 			"SHARDLOOP_MAX_ITERATIONS":       "500",
+			"SHARDLOOP_PER_SHARD_LAG":        "false",
 			"SHARDLOOP_INVOKE_IDENTITY_ARN":  map[string]any{"Fn::GetAtt": []any{readerRoleID, "Arn"}},
 			"SHARDLOOP_MAX_RETRY_ATTEMPTS":   "-1",
 			"SHARDLOOP_MAX_RECORD_AGE":       "-1",
@@ -120,8 +122,85 @@ func TestSchedule_RunsTheCoordinatorEveryMinuteWithoutRetries(t *testing.T) {
 	if got, want := canon(t, target["Arn"]), canon(t, map[string]any{"Fn::GetAtt": []any{coordinatorID, "Arn"}}); got != want {
 		t.Errorf("target = %s, want %s", got, want)
 	}
-	if len(tmpl.ofType("AWS::Lambda::Permission")) != 1 {
-		t.Errorf("lambda permissions: %v, want the rule's alone", tmpl.ofType("AWS::Lambda::Permission"))
+	if len(tmpl.ofType("AWS::Lambda::Permission")) != 2 {
+		t.Errorf("lambda permissions: %v, want the two rules' alone", tmpl.ofType("AWS::Lambda::Permission"))
+	}
+}
+
+// The coordinator runs for this state machine's executions that end FAILED,
+// TIMED_OUT or ABORTED, and for nothing else of Step Functions: the rule
+// filters on the state machine's ARN and the three statuses, and only the
+// two rules may invoke the coordinator.
+func TestFailedExecutionsRule_InvokesTheCoordinatorForThisStateMachinesFailuresOnly(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	coordinatorID, _ := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerCoordinator")
+	machineID, _ := tmpl.byPrefix(t, "AWS::StepFunctions::StateMachine", "ConsumerShardLoop")
+	ruleID, rule := tmpl.byPrefix(t, "AWS::Events::Rule", "ConsumerFailedExecutions")
+	want := raw(t, `{
+		"source": ["aws.states"],
+		"detail-type": ["Step Functions Execution Status Change"],
+		"detail": {"stateMachineArn": [{"Ref": "`+machineID+`"}], "status": ["FAILED", "TIMED_OUT", "ABORTED"]}
+	}`)
+	if got := canon(t, rule.Properties["EventPattern"]); got != canon(t, want) {
+		t.Errorf("event pattern\n got %s\nwant %s", got, canon(t, want))
+	}
+	if rule.Properties["ScheduleExpression"] != nil || rule.Properties["State"] != "ENABLED" {
+		t.Errorf("rule = %s, want an enabled pattern rule", canon(t, rule.Properties))
+	}
+	targets := rule.Properties["Targets"].([]any)
+	if len(targets) != 1 {
+		t.Fatalf("targets: %v", targets)
+	}
+	target := targets[0].(map[string]any)
+	if got, want := canon(t, target["Arn"]), canon(t, map[string]any{"Fn::GetAtt": []any{coordinatorID, "Arn"}}); got != want {
+		t.Errorf("target = %s, want %s", got, want)
+	}
+	if got := canon(t, target["RetryPolicy"]); got != `{"MaximumEventAgeInSeconds":300,"MaximumRetryAttempts":2}` {
+		t.Errorf("retry policy = %s", got)
+	}
+	var sources []string
+	for _, id := range tmpl.ofType("AWS::Lambda::Permission") {
+		p := tmpl.Resources[id].Properties
+		if canon(t, p["FunctionName"]) != canon(t, map[string]any{"Fn::GetAtt": []any{coordinatorID, "Arn"}}) || p["Principal"] != "events.amazonaws.com" {
+			t.Errorf("permission %s = %s, want events.amazonaws.com on the coordinator", id, canon(t, p))
+		}
+		sources = append(sources, canon(t, p["SourceArn"]))
+	}
+	if !slices.Contains(sources, canon(t, map[string]any{"Fn::GetAtt": []any{ruleID, "Arn"}})) {
+		t.Errorf("permission sources %v lack the rule %s", sources, ruleID)
+	}
+}
+
+// The per-shard lag metric is off by default; on, the shardreader publishes
+// it and the dashboard graphs it, while the Lag alarm keeps reading the
+// stream's maximum.
+func TestPerShardLagMetric_TurnsOnThePerShardMetricAndItsGraph(t *testing.T) {
+	if strings.Contains(string(defaultRaw), "SEARCH(") {
+		t.Error("the default dashboard searches per-shard metrics that are not published")
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := newTestStack(app, "S")
+	p := baseProps(t)
+	p.PerShardLagMetric = true
+	if _, err := NewConsumer(stack, "C", &p); err != nil {
+		t.Fatal(err)
+	}
+	var tmpl cfn
+	if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
+	if env := canon(t, reader.Properties["Environment"]); !strings.Contains(env, `"SHARDLOOP_PER_SHARD_LAG":"true"`) {
+		t.Errorf("shardreader environment %s lacks SHARDLOOP_PER_SHARD_LAG=true", env)
+	}
+	_, dash := tmpl.byPrefix(t, "AWS::CloudWatch::Dashboard", "CDashboard")
+	body := canon(t, dash.Properties["DashboardBody"])
+	if !strings.Contains(body, `SEARCH('{Shardloop,Stream,Shard} MetricName=\\\"MillisBehindLatest\\\" Stream=\\\"orders\\\"', 'Maximum', 60)`) {
+		t.Errorf("dashboard has no per-shard lag search: %s", body)
+	}
+	_, lag := tmpl.byPrefix(t, "AWS::CloudWatch::Alarm", "CLagAlarm")
+	if got := canon(t, lag.Properties["Dimensions"]); got != `[{"Name":"Stream","Value":"orders"}]` {
+		t.Errorf("lag alarm dimensions %s, want the stream's alone", got)
 	}
 }
 
@@ -385,7 +464,9 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 15 * time.Minute }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 1500 * time.Millisecond }},
 		{"MaxIterations", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxIterations = 5000 }},
-		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = time.Second }},
+		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = 1500 * time.Millisecond }},
+		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = 15 * time.Minute }},
+		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = -time.Second }},
 		{"ShardReaderMemoryMiB", func(p *ConsumerProps, _ awscdk.Stack) { p.ShardReaderMemoryMiB = 64 }},
 		{"LeaseTableName", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "x" }},
 		{"LeaseTable", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "leases"; p.DisableLeaseTablePITR = true }},
@@ -395,7 +476,7 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 30 * time.Second }},
 		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 8 * 24 * time.Hour }},
 		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 301 * time.Second }},
-		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 60 * time.Second }}, // = RunLength
+		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength, p.BatchingWindow = time.Minute, time.Minute }}, // = RunLength
 		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::Not_A_Bucket" }},
 		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
 			p.OnFailureDestination = "arn:aws:s3:eu-west-1:123456789012:bucket"
@@ -573,17 +654,53 @@ func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 	}
 }
 
+// Without a window the coordinator's timeout leaves room for a watch after
+// a failed loop (the run length and two leases); with one, for the window
+// too, whichever is longer, within Lambda's 15 minutes.
+func TestWindow_IsOptionalAndTheCoordinatorsTimeoutFitsAWatchAndTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		window, run time.Duration
+		timeout     float64
+		env         string
+	}{
+		{0, 0, 635, "0s"},
+		{55 * time.Second, 30 * time.Second, 70, "55s"},
+		{5 * time.Minute, 30 * time.Second, 315, "300s"},
+		{14 * time.Minute, 14 * time.Minute, 875, "840s"},
+	} {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		stack := newTestStack(app, "S")
+		p := baseProps(t)
+		p.Window, p.RunLength = tc.window, tc.run
+		if _, err := NewConsumer(stack, "C", &p); err != nil {
+			t.Fatal(err)
+		}
+		var tmpl cfn
+		if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		_, coordinator := tmpl.byPrefix(t, "AWS::Lambda::Function", "CCoordinator")
+		env := canon(t, coordinator.Properties["Environment"])
+		if coordinator.Properties["Timeout"] != tc.timeout || !strings.Contains(env, `"SHARDLOOP_WINDOW":"`+tc.env+`"`) {
+			t.Errorf("window %v, run %v: timeout %v, environment %s; want %v and SHARDLOOP_WINDOW=%s", tc.window, tc.run,
+				coordinator.Properties["Timeout"], env, tc.timeout, tc.env)
+		}
+	}
+}
+
 func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
 		CtxMaxRetryAttempts: "3", CtxMaxRecordAge: "2h", CtxBisectOnError: "true",
 		CtxOnFailure: "arn:aws:sns:eu-west-1:123456789012:failed", CtxBatchingWindow: "10s", CtxDeaggregate: "true",
+		CtxPerShardLag: "true", CtxWindow: "0s",
 	}})
 	p, err := PropsFromContext(app.Node())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.MaxRetryAttempts == nil || *p.MaxRetryAttempts != 3 || p.MaxRecordAge != 2*time.Hour || !p.BisectOnError ||
-		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.BatchingWindow != 10*time.Second || !p.Deaggregate {
+		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.BatchingWindow != 10*time.Second || !p.Deaggregate ||
+		!p.PerShardLagMetric || p.Window != 0 {
 		t.Fatalf("props = %+v", p)
 	}
 	defaults := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{

@@ -13,10 +13,10 @@ import (
 
 // Defaults.
 const (
-	// DefaultRelistInterval is how often a coordinator lists shards (SPEC §3).
+	// DefaultRelistInterval is how often Run lists shards within its window.
 	DefaultRelistInterval = 10 * time.Second
-	// DefaultWindow is how long one scheduled invocation keeps relisting; the
-	// schedule fires once a minute.
+	// DefaultWindow is a window that fills the one-minute schedule, for Run.
+	// Deployments run without one by default (Once, Watch; see Serve).
 	DefaultWindow = 55 * time.Second
 )
 
@@ -44,7 +44,8 @@ type Subscription struct {
 // Config configures a Coordinator.
 type Config struct {
 	Subscriptions []Subscription
-	// RelistInterval between passes; default DefaultRelistInterval.
+	// RelistInterval between the passes of Run; default
+	// DefaultRelistInterval. Serve, Once and Watch do not relist.
 	RelistInterval time.Duration
 	// Logger; default discards.
 	Logger *slog.Logger

@@ -232,11 +232,18 @@ func TestRun_EndsWithItsWindow(t *testing.T) {
 		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
 		RelistInterval: 200 * time.Millisecond,
 	}, memStore(t), &countingKinesis{Client: kc, lists: &passes}, &recorder{})
+	begin := time.Now()
 	if err := c.Run(t.Context(), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if n := passes.Load(); n < 3 || n > 7 {
-		t.Fatalf("%d passes in a 1 s window at 200 ms, want about 5", n)
+	// It relisted within the window and stopped with it. How many passes
+	// fit depends on how fast kinesis-local answers on a loaded machine
+	// (each pass is four calls), so only the bounds are checked.
+	if n := passes.Load(); n < 2 || n > 7 {
+		t.Fatalf("%d passes in a 1 s window at 200 ms, want 2 to 7", n)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("a 1 s window ran %v", took)
 	}
 }
 

@@ -498,7 +498,7 @@ func TestOptions_FailurePolicyValidation(t *testing.T) {
 	if RetryAttempts(-1) != nil || *RetryAttempts(0) != 0 {
 		t.Error("RetryAttempts: -1 is no limit, 0 is zero retries")
 	}
-	for _, arn := range []string{"", "arn:aws:sqs:us-east-1:123456789012", "arn:aws:s3:::Not_A_Bucket", "arn:aws:lambda:us-east-1:123456789012:function", "arn:aws:sqs:us-east-1:123456789012:q/x", "https://sqs.us-east-1.amazonaws.com/1/q"} {
+	for _, arn := range []string{"", "arn:aws:sqs:us-east-1:123456789012", "arn:aws:lambda:us-east-1:123456789012:function:f", "arn:aws:sqs:us-east-1:123456789012:q/x", "https://sqs.us-east-1.amazonaws.com/1/q"} {
 		if _, err := ParseDestinationARN(arn); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseDestinationARN(%q) = %v, want ErrInvalid", arn, err)
 		}

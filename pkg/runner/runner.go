@@ -41,7 +41,11 @@ type Options struct {
 	// Reader is the template of every loop's reader options; its Kinesis,
 	// Store and Nudge are set by the runner. Reader.Target is required.
 	Reader reader.Options
-	// RelistInterval of the coordinator; default 10 s.
+	// RelistInterval is how often the coordinator passes unprompted, as the
+	// deployment's one-minute schedule does; default 1 min. Between those
+	// passes it runs only for events, as a deployment without a window:
+	// a reader's nudge (SHARD_END, a release) and a loop killed (Kill, as a
+	// failed execution), whose shard it watches until the lease lapses.
 	RelistInterval time.Duration
 	// StopTimeout bounds the graceful stop once Run's context ends: each
 	// loop's delivery in flight settles, then it checkpoints and releases
@@ -203,9 +207,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	var err error
 	for ctx.Err() == nil {
-		// One coordinator invocation per "schedule tick"; a tick lasts an hour
-		// locally, the coordinator relists every RelistInterval within it.
-		err = r.coord.Run(ctx, time.Hour)
+		// The coordinator as a deployment without a window runs it: a pass
+		// every RelistInterval, and at events (coordinator.Serve).
+		err = r.coord.Serve(ctx, r.opts.RelistInterval)
 		if err != nil && ctx.Err() == nil {
 			r.log.ErrorContext(ctx, "coordinator run failed", "err", err)
 			select {
@@ -400,7 +404,7 @@ func (r *Runner) Kill(stream, shardID string) string {
 			lp.killed.kill()
 			lp.info.Killed = true
 			lp.cancel()
-			r.coord.Nudge() // as the execution's failure event would
+			r.coord.Failed(lp.info.Loop) // as the execution's status change does: watch the shard, take it once the lease lapses
 			return owner
 		}
 	}

@@ -219,11 +219,11 @@ func failoverPlot(fo []failover) canvas {
 	}
 	xmax := math.Max(22, math.Ceil(slices.Max(totals)/2)*2)
 	f := frame{c: c, x0: 40, y0: 80, x1: w - 20, y1: h - 60, xmax: xmax, ymax: float64(len(fo))}
-	c.text(20, 12, fmt.Sprintf("failover, %d kills at default settings: p50 %.1f s, p99 %.1f s", len(fo), quantile(totals, 0.5), quantile(totals, 0.99)), black, 2)
+	c.text(20, 12, fmt.Sprintf("failover (event path), %d kills: p50 %.1f s, p99 %.1f s", len(fo), quantile(totals, 0.5), quantile(totals, 0.99)), black, 2)
 	legend := []struct {
 		col   color.RGBA
 		label string
-	}{{grey, "killed owner lease still live"}, {orange, "expired, waiting for a coordinator pass"}, {green, "new owner opening the shard"}}
+	}{{grey, "dead owner's lease live"}, {orange, "watch: 10 s of its own from the event"}, {green, "new owner opening the shard"}}
 	x := 20
 	for _, l := range legend {
 		c.rect(x, 38, x+12, 48, l.col)
