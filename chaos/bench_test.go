@@ -752,3 +752,43 @@ func BenchmarkChaosV2(b *testing.B) {
 		b.Error(p)
 	}
 }
+
+// BenchmarkChaosPF is the chaos run with lanes, at bench size on
+// kinesis-local and dynalite with the default lease timings: every loop at
+// ParallelizationFactor 4, loops killed at random, mid batch and before
+// their first checkpoint, a split and a merge, injected faults, and a
+// poison key the target refuses for the first 25 s of production (the
+// default failure policy retries it; only its lane waits). It checks what
+// the target settled: nothing lost, each key's records first delivered in
+// order, no two owners delivering one shard at once.
+func BenchmarkChaosPF(b *testing.B) {
+	kc, dc := startLocal(b)
+	s := seed(b)
+	rep, err := chaos.Run(b.Context(), chaos.Config{
+		Kinesis: kc, Dynamo: dc, Stream: "chaos-pf", Table: "chaos-pf-leases",
+		Shards: 4, Runners: 3, Records: 4800, Produce: 60 * time.Second, Keys: 64, DataSize: 64,
+		Drain:   3 * time.Minute,
+		KillMin: 3 * time.Second, KillMax: 8 * time.Second, MidBatchKill: 0.02, EarlyKill: 0.1,
+		RunLength: 20 * time.Second, BatchSize: 50, Poll: 250 * time.Millisecond,
+		ParallelizationFactor: 4, PoisonKey: 7, PoisonFor: 25 * time.Second,
+		KinesisFaults: faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
+		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02},
+		TargetFaults:  faults.TargetRates{Fail: 0.03, Partial: 0.03},
+		Seed:          s,
+		Logf:          b.Logf,
+	})
+	fmt.Println("chaos pf summary:", rep.Summary())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("bench chaos_pf_lost %d records (of %d produced at factor 4; seed %d)\n", rep.Lost, rep.Produced, s)
+	fmt.Printf("bench chaos_pf_order_violations %d (%d kills, split %s, merged %s+%s, poison key refused %d times over %s)\n",
+		rep.OrderViolations, len(rep.Kills), rep.Split, rep.Merged[0], rep.Merged[1], rep.PoisonRefusals, rep.PoisonHeld)
+	fmt.Printf("bench chaos_pf_duplicates_ratio %.4f x (%d duplicates; max two-owner overlap %d ms)\n", rep.DuplicateRatio(), rep.Duplicates, rep.MaxOverlap.Milliseconds())
+	for _, p := range rep.Problems() {
+		b.Error(p)
+	}
+	if rep.PoisonRefusals == 0 || rep.Split == "" || rep.Merged[0] == "" || len(rep.Kills) == 0 {
+		b.Errorf("not the run asked for: %d poison refusals, split %q, merged %q, %d kills", rep.PoisonRefusals, rep.Split, rep.Merged, len(rep.Kills))
+	}
+}

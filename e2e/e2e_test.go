@@ -40,6 +40,9 @@ const (
 // keyed records in waves, splits a shard, kills the loop of another shard
 // inside a Read, and checks from what the target received that every record
 // arrived at least once and that each key's records first arrived in order.
+// The shardreader delivers through 3 lanes a shard
+// (SHARDLOOP_PARALLELIZATION_FACTOR), so one shard's batches reach the
+// target at overlapping times, each key's in order.
 func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *testing.T) {
 	if !supported {
 		t.Skip("the Lambda bootstraps are linux binaries")
@@ -105,6 +108,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 			"SHARDLOOP_RUN_LENGTH=5s",
 			"SHARDLOOP_POLL_INTERVAL=200ms",
 			"SHARDLOOP_MAX_ITERATIONS=3",
+			"SHARDLOOP_PARALLELIZATION_FACTOR=3",
 		)),
 		// Two instances: a watch after a failed execution holds one for
 		// about a lease duration while the schedule and nudges go on.
@@ -119,7 +123,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 			"SHARDLOOP_START_POSITION=horizon",
 			"SHARDLOOP_RUN_LENGTH=5s", // no window: one pass per scheduled invocation
 		)),
-		host.add("target", bins.Target, 2, 10*time.Second, env(
+		host.add("target", bins.Target, 6, 10*time.Second, env(
 			"E2E_RECORD_FILE="+received,
 			"E2E_FAIL_EVERY=7", // a partial batch failure now and then
 			"E2E_DELAY=200ms",  // received, not yet settled: the kill lands here
@@ -276,6 +280,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 
 	got := readReceived(t, received)
 	checkDelivery(t, p, got)
+	checkLanesOverlapped(t, got)
 	// The batch in the target's hands when the loop died was never
 	// settled: its new owner must deliver it again.
 	redelivered := map[string]bool{}
@@ -397,6 +402,31 @@ func readReceived(t testing.TB, path string) []receivedRecord {
 // shard, sequence number and partition key it was put with; each key's
 // records were first received in the producer's order; duplicates are
 // counted and reported.
+// checkLanesOverlapped checks that some shard had two invocations of the
+// target at once: each takes E2E_DELAY (200 ms) or more, so two invocations
+// of one shard received less than that apart were both in flight, which
+// only lanes (SHARDLOOP_PARALLELIZATION_FACTOR > 1) make happen.
+func checkLanesOverlapped(t *testing.T, got []receivedRecord) {
+	t.Helper()
+	at := map[string][]int64{} // shard -> receipt times of its invocations
+	for _, r := range got {
+		ts := at[r.ShardID]
+		if len(ts) == 0 || ts[len(ts)-1] != r.At {
+			at[r.ShardID] = append(ts, r.At)
+		}
+	}
+	for shard, ts := range at {
+		slices.Sort(ts)
+		for i := 1; i < len(ts); i++ {
+			if ts[i]-ts[i-1] < 150 {
+				t.Logf("shard %s: invocations received %d ms apart, both in flight", shard, ts[i]-ts[i-1])
+				return
+			}
+		}
+	}
+	t.Errorf("no shard had two invocations of the target in flight at once: the lanes did not deliver concurrently")
+}
+
 func checkDelivery(t *testing.T, p *producer, got []receivedRecord) {
 	t.Helper()
 	// Precondition: the producer's order is the stream's order per key

@@ -36,6 +36,7 @@ BISECT_ON_ERROR   ?=
 ON_FAILURE_DESTINATION ?=
 BATCHING_WINDOW   ?=
 DEAGGREGATE       ?=
+PARALLELIZATION_FACTOR ?=
 PER_SHARD_LAG_METRIC ?=
 STACK_NAME        ?=
 CDK_FLAGS         ?=
@@ -50,6 +51,7 @@ CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHAR
   $(call ctx,maxRetryAttempts,$(MAX_RETRY_ATTEMPTS)) $(call ctx,maxRecordAge,$(MAX_RECORD_AGE)) \
   $(call ctx,bisectOnError,$(BISECT_ON_ERROR)) $(call ctx,onFailureDestination,$(ON_FAILURE_DESTINATION)) \
   $(call ctx,batchingWindow,$(BATCHING_WINDOW)) $(call ctx,deaggregate,$(DEAGGREGATE)) \
+  $(call ctx,parallelizationFactor,$(PARALLELIZATION_FACTOR)) \
   $(call ctx,perShardLagMetric,$(PER_SHARD_LAG_METRIC))
 CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)
 

@@ -30,6 +30,7 @@ type runFlags struct {
 	stream, table, target, start string
 	create                       int
 	batch                        int
+	factor                       int
 	poll, runLength              time.Duration
 	targetTimeout                time.Duration
 	invokeIdentity               string
@@ -46,6 +47,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.StringVar(&f.start, "start", "", "start position: "+lambdaenv.StartForms+"; empty: none, checkpoints decide and a shard without one opens at the tip")
 	fs.IntVar(&f.create, "create-shards", 0, "create the stream with this many shards if it is missing ("+lambdaenv.CreateShardsLimit.Want()+")")
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
+	fs.IntVar(&f.factor, "parallelization-factor", reader.DefaultParallelizationFactor, "lanes delivering one shard's records concurrently, by partition key; one key's records stay in order ("+lambdaenv.ParallelizationFactorLimit.Want()+")")
 	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
 	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
 	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "the target function's own timeout, shorter than --run-length: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer, and no delivery starts that it would carry past a run; 0: unknown (an invoke waits up to "+lambdaenv.MaxTargetTimeout.String()+")")
@@ -81,6 +83,7 @@ func (f *runFlags) check() (reader.Options, error) {
 	}{
 		{"--create-shards", strconv.Itoa(f.create), lambdaenv.CreateShardsLimit.Check(f.create)},
 		{"--batch-size", strconv.Itoa(f.batch), lambdaenv.BatchSizeLimit.Check(f.batch)},
+		{"--parallelization-factor", strconv.Itoa(f.factor), lambdaenv.ParallelizationFactorLimit.Check(f.factor)},
 		{"--poll-interval", f.poll.String(), lambdaenv.PollIntervalLimit.Check(f.poll)},
 		{"--run-length", f.runLength.String(), lambdaenv.RunLengthLimit.Check(f.runLength)},
 	} {
@@ -102,7 +105,7 @@ func (f *runFlags) check() (reader.Options, error) {
 		}
 	}
 	o, err := f.policy.options(f.runLength)
-	o.TargetTimeout = f.targetTimeout
+	o.TargetTimeout, o.ParallelizationFactor = f.targetTimeout, f.factor
 	return o, err
 }
 
@@ -243,7 +246,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 func withPolicy(o, p reader.Options) reader.Options {
 	o.MaxRetryAttempts, o.MaxRecordAge, o.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
-	o.TargetTimeout = p.TargetTimeout
+	o.TargetTimeout, o.ParallelizationFactor = p.TargetTimeout, p.ParallelizationFactor
 	return o
 }
 

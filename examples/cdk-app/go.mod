@@ -57,3 +57,11 @@ require (
 	golang.org/x/tools/cmd/godoc v0.1.0-deprecated // indirect
 	golang.org/x/tools/godoc v0.1.0-deprecated // indirect
 )
+
+// This example builds against the checkout it is in. An app of your own
+// pins a clone the same way, with paths to it, or drops these two lines and
+// requires a released version of github.com/shardloop/shardloop/infra.
+replace (
+	github.com/shardloop/shardloop => ../..
+	github.com/shardloop/shardloop/infra => ../../infra
+)

@@ -157,6 +157,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	for k, v := range failurePolicyEnv(&p) {
 		readerEnv[k] = jsii.String(v)
 	}
+	readerEnv["SHARDLOOP_PARALLELIZATION_FACTOR"] = jsii.String(strconv.Itoa(p.ParallelizationFactor))
 	if arn := c.onFailure(readerRole, &p); arn != nil {
 		readerEnv["SHARDLOOP_ON_FAILURE_DESTINATION"] = arn
 	}

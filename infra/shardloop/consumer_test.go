@@ -85,6 +85,8 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 			"SHARDLOOP_BISECT_ON_ERROR":      "false",
 			"SHARDLOOP_BATCHING_WINDOW":      "0s",
 			"SHARDLOOP_DEAGGREGATE":          "false",
+			// One lane: the shard's records in order, as before lanes.
+			"SHARDLOOP_PARALLELIZATION_FACTOR": "1",
 		}},
 	} {
 		p := tc.fn.Properties
@@ -456,6 +458,8 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"StartPosition", func(p *ConsumerProps, _ awscdk.Stack) { p.StartPosition = "timestamp:yesterday" }},
 		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = 10001 }},
 		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = -5 }},
+		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = MaxParallelizationFactor + 1 }},
+		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = -1 }},
 		{"PollInterval", func(p *ConsumerProps, _ awscdk.Stack) { p.PollInterval = 50 * time.Millisecond }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 15 * time.Minute }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 1500 * time.Millisecond }},
@@ -712,3 +716,35 @@ func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// ParallelizationFactor reaches the shardreader as
+// SHARDLOOP_PARALLELIZATION_FACTOR, from the prop or the context key, within
+// the reader's own bounds.
+func TestNewConsumer_ParallelizationFactorReachesTheShardReader(t *testing.T) {
+	if MaxParallelizationFactor != 10 || DefaultParallelizationFactor != 1 {
+		t.Fatalf("bounds %d..%d, want Lambda's 1..10", DefaultParallelizationFactor, MaxParallelizationFactor)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := newTestStack(app, "S")
+	p := baseProps(t)
+	p.ParallelizationFactor = 4
+	if _, err := NewConsumer(stack, "C", &p); err != nil {
+		t.Fatal(err)
+	}
+	var tmpl cfn
+	if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
+	if env := canon(t, reader.Properties["Environment"]); !strings.Contains(env, `"SHARDLOOP_PARALLELIZATION_FACTOR":"4"`) {
+		t.Errorf("shardreader environment %s lacks SHARDLOOP_PARALLELIZATION_FACTOR 4", env)
+	}
+	ctx := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxParallelization: "7"}})
+	if cp, err := PropsFromContext(ctx.Node()); err != nil || cp.ParallelizationFactor != 7 {
+		t.Errorf("context %s=7: %+v, %v", CtxParallelization, cp.ParallelizationFactor, err)
+	}
+	bad := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxParallelization: "many"}})
+	if _, err := PropsFromContext(bad.Node()); err == nil || !strings.Contains(err.Error(), CtxParallelization) {
+		t.Errorf("context %s=many: err = %v, want one naming the key", CtxParallelization, err)
+	}
+}

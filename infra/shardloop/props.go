@@ -73,6 +73,10 @@ const (
 	MinRecordAge      = lambdaenv.MinRecordAge
 	MaxRecordAge      = lambdaenv.MaxRecordAge
 	MaxBatchingWindow = lambdaenv.MaxBatchingWindow
+	// DefaultParallelizationFactor and MaxParallelizationFactor bound
+	// ParallelizationFactor: the reader's own, Lambda's for its trigger.
+	DefaultParallelizationFactor = lambdaenv.DefaultParallelizationFactor
+	MaxParallelizationFactor     = lambdaenv.MaxParallelizationFactor
 )
 
 // ConsumerProps configures a Consumer. The zero value of every optional field
@@ -101,6 +105,13 @@ type ConsumerProps struct {
 	// BatchSize is the most records per GetRecords call and per target
 	// invocation: 1 to 10,000, default 100.
 	BatchSize int
+	// ParallelizationFactor is the number of lanes delivering one shard's
+	// records concurrently, by a hash of their partition key, as Lambda's
+	// ParallelizationFactor: 1 (default) to 10. One key's records stay in
+	// order; a failing record holds back only its lane. A shard then holds
+	// up to ParallelizationFactor + 1 concurrent Lambda executions (its
+	// shardreader and a target invocation per lane): docs/deploy.md.
+	ParallelizationFactor int
 	// PollInterval is the wait after an empty read: at least 200 ms, default 1 s.
 	PollInterval time.Duration
 	// RunLength bounds one shardreader invocation: 5 s to 14 min, default
@@ -248,6 +259,9 @@ func (p ConsumerProps) withDefaults() ConsumerProps {
 	if p.BatchSize == 0 {
 		p.BatchSize = DefaultBatchSize
 	}
+	if p.ParallelizationFactor == 0 {
+		p.ParallelizationFactor = DefaultParallelizationFactor
+	}
 	if p.PollInterval == 0 {
 		p.PollInterval = DefaultPollInterval
 	}
@@ -332,6 +346,9 @@ func (p *ConsumerProps) validate() error {
 	}
 	if p.BatchSize < 1 || p.BatchSize > MaxBatchSize {
 		bad("BatchSize", "%d is outside 1..%d", p.BatchSize, MaxBatchSize)
+	}
+	if f := p.ParallelizationFactor; f < 1 || f > MaxParallelizationFactor {
+		bad("ParallelizationFactor", "%d is outside 1..%d (0: the default, %d)", f, MaxParallelizationFactor, DefaultParallelizationFactor)
 	}
 	if p.PollInterval < MinPollInterval {
 		bad("PollInterval", "%v is below %v (a shard serves 5 reads per second to all its consumers)", p.PollInterval, MinPollInterval)

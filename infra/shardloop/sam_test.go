@@ -155,3 +155,17 @@ func TestSAMTemplate_PassesTheShardReadersRoleAsInvokeIdentity(t *testing.T) {
 		t.Errorf("template/template.yaml lacks %q", want)
 	}
 }
+
+// The SAM parameter ParallelizationFactor has the reader's bounds and
+// reaches the shardreader, as the construct's prop does.
+func TestSAMTemplate_ParallelizationFactorHasTheReadersBounds(t *testing.T) {
+	sam := samTemplate(t)
+	for field, want := range map[string]int{"Default": lambdaenv.DefaultParallelizationFactor, "MinValue": 1, "MaxValue": lambdaenv.MaxParallelizationFactor} {
+		if got := samParam(t, sam, "ParallelizationFactor", field); got != strconv.Itoa(want) {
+			t.Errorf("parameter ParallelizationFactor %s = %s, want %d", field, got, want)
+		}
+	}
+	if want := "SHARDLOOP_PARALLELIZATION_FACTOR: !Ref ParallelizationFactor"; !strings.Contains(sam, want) {
+		t.Errorf("template/template.yaml lacks %q", want)
+	}
+}

@@ -73,6 +73,7 @@ const (
 	CtxOnFailure         = "onFailureDestination"
 	CtxBatchingWindow    = "batchingWindow"
 	CtxDeaggregate       = "deaggregate"
+	CtxParallelization   = "parallelizationFactor"
 	CtxPerShardLag       = "perShardLagMetric"
 )
 
@@ -169,6 +170,7 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	p.OnFailureDestination = get(CtxOnFailure)
 	duration(CtxBatchingWindow, &p.BatchingWindow)
 	boolean(CtxDeaggregate, &p.Deaggregate)
+	integer(CtxParallelization, &p.ParallelizationFactor)
 	boolean(CtxPerShardLag, &p.PerShardLagMetric)
 	return p, errors.Join(errs...)
 }

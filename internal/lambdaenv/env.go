@@ -42,6 +42,10 @@ const (
 	VarOnFailure        = "SHARDLOOP_ON_FAILURE_DESTINATION"
 	VarBatchingWindow   = "SHARDLOOP_BATCHING_WINDOW"
 	VarDeaggregate      = "SHARDLOOP_DEAGGREGATE"
+	// VarParallelizationFactor is the number of lanes delivering one
+	// shard's records concurrently (1 to 10, default 1), as Lambda's
+	// ParallelizationFactor.
+	VarParallelizationFactor = "SHARDLOOP_PARALLELIZATION_FACTOR"
 
 	// VarPerShardLag, "true", publishes MillisBehindLatest per shard (the
 	// Shard dimension) besides the stream's maximum: one more CloudWatch
@@ -112,6 +116,8 @@ type Reader struct {
 	OnFailure      string
 	BatchingWindow time.Duration
 	Deaggregate    bool
+	// ParallelizationFactor: 1 (default) to reader.MaxParallelizationFactor.
+	ParallelizationFactor int
 	// PerShardLag: SHARDLOOP_PER_SHARD_LAG is "true".
 	PerShardLag bool
 }
@@ -126,6 +132,8 @@ func (r Reader) ReaderPolicy() reader.Options {
 		BatchingWindow:   r.BatchingWindow,
 		Deaggregate:      r.Deaggregate,
 		TargetTimeout:    r.knownTargetTimeout(),
+
+		ParallelizationFactor: r.ParallelizationFactor,
 	}
 }
 
@@ -257,6 +265,8 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		BatchingWindow:   e.duration(VarBatchingWindow, 0, BatchingWindowLimit),
 		Deaggregate:      e.boolean(VarDeaggregate),
 		PerShardLag:      e.boolean(VarPerShardLag),
+
+		ParallelizationFactor: e.intIn(VarParallelizationFactor, DefaultParallelizationFactor, ParallelizationFactorLimit),
 	}
 	if r.InvokeIdentityARN != "" {
 		if err := CheckInvokeIdentityARN(r.InvokeIdentityARN); err != nil {

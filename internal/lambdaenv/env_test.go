@@ -2,6 +2,7 @@ package lambdaenv_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +255,33 @@ func TestParseStart_EmptyMeansNoneConfigured(t *testing.T) {
 	var we *lambdaenv.WantError
 	if _, err := lambdaenv.ParseStart("sequence:4959"); !errors.As(err, &we) || !strings.Contains(we.Want, "sequence:<shard id>:<sequence number>") {
 		t.Fatalf("ParseStart(sequence without shard) = %v", err)
+	}
+}
+
+func TestReaderFromEnv_ParallelizationFactorIsOneByDefaultAndOneToTen(t *testing.T) {
+	base := map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f"}
+	r, err := lambdaenv.ReaderFromEnv(getenv(base))
+	if err != nil || r.ParallelizationFactor != 1 || r.ReaderPolicy().ParallelizationFactor != 1 {
+		t.Fatalf("default: %+v, %v; want factor 1", r, err)
+	}
+	for _, v := range []string{"1", "4", "10"} {
+		env := map[string]string{"SHARDLOOP_PARALLELIZATION_FACTOR": v}
+		for k, bv := range base {
+			env[k] = bv
+		}
+		r, err := lambdaenv.ReaderFromEnv(getenv(env))
+		if err != nil || fmt.Sprint(r.ReaderPolicy().ParallelizationFactor) != v {
+			t.Errorf("SHARDLOOP_PARALLELIZATION_FACTOR=%s: %+v, %v", v, r, err)
+		}
+	}
+	for _, v := range []string{"0", "11", "-1", "two"} {
+		env := map[string]string{"SHARDLOOP_PARALLELIZATION_FACTOR": v}
+		for k, bv := range base {
+			env[k] = bv
+		}
+		_, err := lambdaenv.ReaderFromEnv(getenv(env))
+		if !errors.Is(err, lambdaenv.ErrEnv) || !strings.Contains(err.Error(), "SHARDLOOP_PARALLELIZATION_FACTOR=") || !strings.Contains(err.Error(), "from 1 to 10") {
+			t.Errorf("SHARDLOOP_PARALLELIZATION_FACTOR=%s: err = %v, want one naming the variable and 1 to 10", v, err)
+		}
 	}
 }

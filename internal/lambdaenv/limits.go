@@ -67,6 +67,12 @@ const (
 	// DefaultPollInterval and DefaultMaxIterations are the reader's.
 	DefaultPollInterval  = reader.DefaultPollInterval
 	DefaultMaxIterations = reader.DefaultMaxIterations
+	// DefaultParallelizationFactor and MaxParallelizationFactor bound the
+	// lanes of one shard (SHARDLOOP_PARALLELIZATION_FACTOR, run
+	// --parallelization-factor, the construct's ParallelizationFactor):
+	// the reader's own, Lambda's bounds for its trigger.
+	DefaultParallelizationFactor = reader.DefaultParallelizationFactor
+	MaxParallelizationFactor     = reader.MaxParallelizationFactor
 	// MinTargetTimeout and MaxTargetTimeout bound the target's timeout as
 	// configured (Lambda allows 1 s to 15 min); the default is the maximum.
 	MinTargetTimeout = time.Second
@@ -155,6 +161,9 @@ var (
 	CreateShardsLimit   = IntLimit{Min: 0, Max: MaxCreateShards, Why: "0 never creates the stream"}
 	MaxIterationsLimit  = IntLimit{Min: 1, Max: MaxIterations}
 	RetryAttemptsLimit  = IntLimit{Min: -1, Max: MaxRetryAttempts, Why: "-1 retries until the records expire"}
+	// ParallelizationFactorLimit bounds the lanes of one shard, as Lambda
+	// bounds its trigger's ParallelizationFactor.
+	ParallelizationFactorLimit = IntLimit{Min: 1, Max: MaxParallelizationFactor, Why: "lanes delivering one shard concurrently, as Lambda's ParallelizationFactor"}
 )
 
 // StartForms are the start positions ParseStart reads.

@@ -5,8 +5,10 @@
 //	go run ./chaos/cmd/benchplots -data build/bench-data -out docs/img
 //
 // It draws the delivery latency distribution (latency.json), the failover
-// timeline (failover.json) and the child opening times (childopen.json),
-// each when its data is present, with nothing beyond the standard library.
+// timeline (failover.json), the child opening times (childopen.json), and
+// the reader's pipelining (reader.json) and drains at factors 1 and 10
+// (drain.json), each when its data is present, with nothing beyond the
+// standard library.
 package main
 
 import (
@@ -71,6 +73,24 @@ func run(data, out string) error {
 		return err
 	} else if ok {
 		if err := save(filepath.Join(out, "child-open.png"), childPlot(co)); err != nil {
+			return err
+		}
+		drew++
+	}
+	var rf readerFigures
+	if ok, err := load(filepath.Join(data, "reader.json"), &rf); err != nil {
+		return err
+	} else if ok {
+		if err := save(filepath.Join(out, "reader-pipelined.png"), readerPlot(rf)); err != nil {
+			return err
+		}
+		drew++
+	}
+	var df drainFigures
+	if ok, err := load(filepath.Join(data, "drain.json"), &df); err != nil {
+		return err
+	} else if ok {
+		if err := save(filepath.Join(out, "drain.png"), drainPlot(df)); err != nil {
 			return err
 		}
 		drew++
