@@ -234,6 +234,19 @@ func (s *eventStore) Renew(ctx context.Context, stream, shardID, owner string) (
 	return l, err
 }
 
+// RenewCheckpoint counts a renewal that carries a checkpoint as the one
+// lease write it is.
+func (s *eventStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
+	l, err := lease.RenewCheckpoint(ctx, s.Store, stream, shardID, owner, seq, lag)
+	s.e.mu.Lock()
+	s.e.calls["reader.Renew"]++
+	if err == nil {
+		s.e.renewed[lease.LoopOwner(owner)] = time.Now()
+	}
+	s.e.mu.Unlock()
+	return l, err
+}
+
 func (s *eventStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 	s.e.mu.Lock()

@@ -271,6 +271,21 @@ func (h *Holder) Settle(seq string) {
 	}
 }
 
+// Coalesces reports whether Settle's checkpoints ride on the renewals: the
+// store writes both in one (a RenewCheckpointer).
+func (h *Holder) Coalesces() bool {
+	_, ok := h.o.Store.(RenewCheckpointer)
+	return ok
+}
+
+// Written returns the last checkpoint this holder wrote (by Checkpoint,
+// Flush or a renewal carrying it), or "".
+func (h *Holder) Written() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.written
+}
+
 // Pending returns the settled checkpoint not yet written, or "".
 func (h *Holder) Pending() string {
 	h.mu.Lock()

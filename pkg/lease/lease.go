@@ -272,6 +272,19 @@ type RenewCheckpointer interface {
 	RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error)
 }
 
+// RenewCheckpoint renews owner's lease and records seq on s: in one write
+// when s is a RenewCheckpointer, else a Renew then a Checkpoint. Wrappers of
+// a Store that implement RenewCheckpointer forward to it.
+func RenewCheckpoint(ctx context.Context, s Store, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if rc, ok := s.(RenewCheckpointer); ok {
+		return rc.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
+	}
+	if _, err := s.Renew(ctx, stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	return s.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
 // WithLag returns s with a Checkpoint that also records lag(stream,
 // shardID), when lag knows it and s is a LagCheckpointer; every other
 // method is s's own. lag must be fast and safe for concurrent use (for

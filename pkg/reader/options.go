@@ -145,6 +145,15 @@ type Options struct {
 	// skipped (default).
 	Deaggregate bool
 
+	// EagerCheckpoints writes each checkpoint as soon as the ledger allows
+	// it. Default false: checkpoints ride on the lease renewals (one lease
+	// write every RenewInterval carries both, when the store can write them
+	// at once: lease.RenewCheckpointer), so a busy shard costs the lease
+	// writes an idle one does; SHARD_END, the end of a run and a release are
+	// written at once. The price: after a takeover, up to one renew interval
+	// more of records is delivered again.
+	EagerCheckpoints bool
+
 	// NoReadPacing turns off the pacing of reads within a shard's limits
 	// (ShardReadsPerSecond GetRecords calls and ShardReadBytes a second), for
 	// a stand-in for Kinesis that has none (a benchmark of the reader

@@ -336,7 +336,19 @@ func (r *run) schedule() outcome {
 		default:
 		}
 	}()
+	coalesce := !r.o.EagerCheckpoints && r.holder.Coalesces()
 	checkpoint := func() {
+		if coalesce {
+			// The next renewal writes what settled (Holder.Settle); what it
+			// wrote is what the row has.
+			if w := r.holder.Written(); w != "" && w != r.written {
+				r.checkpointed(ckResult{w, nil})
+			}
+			if r.want != r.written && !r.lost() {
+				r.holder.Settle(r.want)
+			}
+			return
+		}
 		if ckBusy || r.want == r.written || r.want == r.failedAt || r.lost() {
 			return
 		}

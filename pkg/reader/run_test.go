@@ -189,6 +189,7 @@ func TestRun_TakeoverBeforeTheDeadlineResumesAfterTheCheckpointWithAtMostThreeBa
 	}))
 	oa.BatchSize = 10
 	oa.RunLength = 5 * time.Second
+	oa.EagerCheckpoints = true // the bound is of eager checkpoints; coalesced ones add a renew interval
 	done := make(chan State)
 	go func() {
 		st, _ := Run(t.Context(), oa, e.state(e.shards[0], "A"))

@@ -466,6 +466,13 @@ func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq s
 	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
 
+func (d deadStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
+	if d.ks.dead() {
+		return lease.Lease{}, errKilled
+	}
+	return lease.RenewCheckpoint(ctx, d.Store, stream, shardID, owner, seq, lag)
+}
+
 func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
