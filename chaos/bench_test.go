@@ -655,7 +655,7 @@ func BenchmarkCost(b *testing.B) {
 		idle, lambdaenv.DefaultRunLength, idleDetail, benchRun, mean(runs), writesPerSecond, interval)
 	fmt.Printf("bench cost_per_busy_shard_month_usd %.2f usd (1 record/s: %.2f checkpoints/s, +%.2f over idle, all checkpoint writes; %s)\n",
 		busyCost, busyCkpt, busyCost-idle, busyDetail)
-	fmt.Printf("bench cost_busy_checkpoint_writes_usd %.2f usd (the checkpoint writes of a shard at 1 record/s, apart from renewals: what coalescing them with renewals would save)\n", ckptCost)
+	fmt.Printf("bench cost_busy_checkpoint_writes_usd %.2f usd (the checkpoint writes of a shard at 1 record/s apart from its renewals, which carry the rest: the flushes at run ends)\n", ckptCost)
 	fmt.Printf("bench cost_fixed_per_deployment_usd %.3f usd (coordinator: %.0f scheduled passes a month of %.3f s at %.0f MB = %.4f compute + %.4f invocations + %.4f generation reads; schedule and status events free)\n",
 		fixed, passesPerMonth, passSeconds, coordinatorMemoryGB*1024, fixedCompute, fixedRequests, fixedReads)
 }
