@@ -147,6 +147,9 @@ type events struct {
 	calls map[string]int
 	// run starts (reader takes) by owner
 	runs map[string][]time.Time
+	// the coordinator's passes: when each began (passTimer) and when each
+	// read its lease rows
+	passBegins, passEnds []time.Time
 }
 
 type ownerAt struct {
@@ -231,6 +234,19 @@ func (s *eventStore) Renew(ctx context.Context, stream, shardID, owner string) (
 	return l, err
 }
 
+// RenewCheckpoint counts a renewal that carries a checkpoint as the one
+// lease write it is.
+func (s *eventStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
+	l, err := lease.RenewCheckpoint(ctx, s.Store, stream, shardID, owner, seq, lag)
+	s.e.mu.Lock()
+	s.e.calls["reader.Renew"]++
+	if err == nil {
+		s.e.renewed[lease.LoopOwner(owner)] = time.Now()
+	}
+	s.e.mu.Unlock()
+	return l, err
+}
+
 func (s *eventStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 	s.e.mu.Lock()
@@ -248,9 +264,16 @@ func (s *eventStore) Release(ctx context.Context, stream, shardID, owner string)
 }
 
 func (s *eventStore) GetMany(ctx context.Context, stream string, ids []string) (map[string]lease.Lease, error) {
+	rows, err := s.Store.GetMany(ctx, stream, ids)
 	s.e.mu.Lock()
 	s.e.calls["coord.GetMany"]++
 	s.e.calls["coord.GetMany.items"] += len(ids)
+	s.e.passEnds = append(s.e.passEnds, time.Now())
 	s.e.mu.Unlock()
-	return s.Store.GetMany(ctx, stream, ids)
+	return rows, err
+}
+
+func (s *eventStore) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	s.e.count("coord.GetGeneration")
+	return s.Store.GetGeneration(ctx, stream)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shardloop/shardloop/chaos"
 	"github.com/shardloop/shardloop/internal/faults"
+	"github.com/shardloop/shardloop/internal/lambdaenv"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
@@ -27,20 +28,26 @@ import (
 )
 
 // startRunner runs one runner at default settings (10 s lease, 3 s renew,
-// 10 s relist, 1 s poll, 60 s runs) over a DynamoDB lease table, tapped for
-// events, until the benchmark ends.
-func startRunner(b *testing.B, kc *kinesis.Client, dc *dynamodb.Client, stream, table string, ev *events, target reader.Target) *runner.Runner {
+// 1 s poll, 60 s runs; the coordinator as deployed without a window: a pass
+// a minute, a pass per nudge, a watch per killed loop) over a DynamoDB lease
+// table, tapped for events, until the benchmark ends. opts, when given,
+// changes the runner's options before it starts.
+func startRunner(b *testing.B, kc runner.KinesisAPI, dc *dynamodb.Client, stream, table string, ev *events, target reader.Target, opts ...func(*runner.Options)) *runner.Runner {
 	b.Helper()
 	ds, err := lease.NewDynamoStore(dc, table)
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := runner.New(runner.Options{
+	o := runner.Options{
 		Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}},
 		Store:         &eventStore{Store: ds, e: ev},
 		Kinesis:       kc,
 		Reader:        reader.Options{Target: target},
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	r, err := runner.New(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,19 +87,25 @@ func waitUntil(ctx context.Context, timeout time.Duration, ok func() bool) bool 
 	return true
 }
 
-// failoverSample is one kill and what followed, in seconds from the kill.
+// failoverSample is one kill and what followed, in seconds from the
+// benchmark's start.
 type failoverSample struct {
 	Shard string  `json:"shard"`
 	Round int     `json:"round"`
-	At    float64 `json:"at"`     // kill, seconds from the benchmark's start
-	Lease float64 `json:"expiry"` // the killed owner's lease expiry
+	At    float64 `json:"at"`     // kill
+	Lease float64 `json:"expiry"` // the killed owner's lease expiry by its own last renewal
 	Take  float64 `json:"take"`   // the coordinator's take for the new owner
 	First float64 `json:"first"`  // the new owner's first delivery
 }
 
 // BenchmarkFailover kills the loops of 8 shards at random moments, three
 // rounds (24 kills), on one runner at default settings, and measures from
-// each death to the first delivery of the shard's new owner.
+// each death to the first delivery of the shard's new owner. It measures
+// the deployment's event path: a kill is reported to the coordinator as a
+// failed execution is (runner.Kill calls coordinator.Failed), which watches
+// the shard's lease until it lapses on its own clock, a lease duration from
+// its first read, and takes it; the schedule's passes come a minute apart
+// and take no part.
 func BenchmarkFailover(b *testing.B) {
 	const nShards, rounds = 8, 3
 	kc, dc := startLocal(b)
@@ -164,13 +177,14 @@ func BenchmarkFailover(b *testing.B) {
 	for _, s := range samples {
 		total = append(total, s.First-s.At)
 		toExpiry = append(toExpiry, s.Lease-s.At)
-		toTake = append(toTake, s.Take-s.Lease)
+		toTake = append(toTake, s.Take-s.At)
 		toFirst = append(toFirst, s.First-s.Take)
 	}
 	writeData(b, "failover", samples)
-	fmt.Printf("bench failover_p50_s %.2f s\n", quantile(total, 0.5))
+	fmt.Printf("bench failover_p50_s %.2f s (event path: the kill reported as a failed execution, the shard watched until its lease lapses)\n", quantile(total, 0.5))
 	fmt.Printf("bench failover_p99_s %.2f s (%d kills; max %.2f s)\n", quantile(total, 0.99), len(total), quantile(total, 1))
-	fmt.Printf("bench failover_breakdown_mean_s kill→expiry %.2f, expiry→take %.2f, take→first delivery %.2f s\n", mean(toExpiry), mean(toTake), mean(toFirst))
+	fmt.Printf("bench failover_breakdown_mean_s kill→take %.2f (of which the dead owner's lease was live %.2f), take→first delivery %.2f s\n",
+		mean(toTake), mean(toExpiry), mean(toFirst))
 	b.ReportMetric(quantile(total, 0.99), "p99_s")
 }
 
@@ -504,32 +518,60 @@ func BenchmarkCoordinatorPass(b *testing.B) {
 }
 
 // Prices used by the cost model: us-east-1 on-demand list prices, checked
-// on 2026-11-30 (docs/benchmarks.md names the sources).
+// on 2026-11-30 (docs/benchmarks.md names the sources). EventBridge bills
+// nothing for a scheduled rule's events or for Step Functions' status-change
+// events on the default bus (AWS service events), nor Kinesis for
+// ListShards and DescribeStreamSummary.
 const (
-	priceLambdaGBs        = 0.0000133334 // arm64, per GB-second
-	priceLambdaRequest    = 0.20 / 1e6
-	priceTransition       = 0.025 / 1000 // Step Functions Standard
-	priceWRU              = 0.625 / 1e6  // DynamoDB on-demand
-	priceRRU              = 0.125 / 1e6
-	shardReaderMemoryGB   = 128.0 / 1024 // the construct's default
-	transitionsPerRun     = 2            // Read (Task) and Decide (Choice)
-	secondsPerMonth       = 30 * 24 * 3600
-	defaultMaxIterations  = 500 // a ContinueAsNew every 500 runs: +1 transition
-	shardReaderMemoryNote = "128 MB"
+	priceLambdaGBs       = 0.0000133334 // arm64, per GB-second
+	priceLambdaRequest   = 0.20 / 1e6
+	priceTransition      = 0.025 / 1000 // Step Functions Standard
+	priceWRU             = 0.625 / 1e6  // DynamoDB on-demand
+	priceRRU             = 0.125 / 1e6
+	shardReaderMemoryGB  = 128.0 / 1024 // the construct's default
+	coordinatorMemoryGB  = 128.0 / 1024
+	transitionsPerRun    = 2 // Read (Task) and Decide (Choice)
+	secondsPerMonth      = 30 * 24 * 3600
+	defaultMaxIterations = reader.DefaultMaxIterations // a ContinueAsNew every 500 runs: +1 transition
 )
 
-// BenchmarkCost runs 8 shards for 75 s on one runner at default settings
-// (60 s runs, 1 s poll, 3 s renewals, 10 s relist), 4 idle and 4 taking one
-// record a second, counts what a deployment is billed for (shardreader
-// invocations and their duration, state transitions, lease writes and the
-// coordinator's lease reads) and prices a shard-month.
+// passTimer times the coordinator's passes: a pass begins with
+// DescribeStreamSummary (only the coordinator calls it) and, steady, ends
+// when its lease rows arrive.
+type passTimer struct {
+	*kinesis.Client
+	ev *events
+}
+
+func (p *passTimer) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	p.ev.mu.Lock()
+	p.ev.passBegins = append(p.ev.passBegins, time.Now())
+	p.ev.mu.Unlock()
+	return p.Client.DescribeStreamSummary(ctx, in, optFns...)
+}
+
+// BenchmarkCost runs 8 shards for 75 s on one runner as a deployment runs
+// them (the coordinator without a window: a pass a minute), 4 idle and 4
+// taking one record a second, counts what a deployment is billed for
+// (shardreader runs and their duration, state transitions, lease writes,
+// the coordinator's passes, their duration and reads) and prices a
+// shard-month at the deployed defaults, and the coordinator's own month.
+//
+// The runs last 15 s here, so that 75 s see several; a month is priced at
+// the deployed run length (lambdaenv.DefaultRunLength, 10 min) by scaling
+// what is counted per run (invocations, transitions), with the measured
+// overrun of a run over its length. What is counted per second (lease
+// renewals and run takes together, one per renew interval whatever the run
+// length; checkpoints; the coordinator's reads) is priced as measured.
 func BenchmarkCost(b *testing.B) {
-	const nShards, window = 8, 75 * time.Second
+	const nShards, window, benchRun = 8, 75 * time.Second, 15 * time.Second
 	kc, dc := startLocal(b)
 	stream, table := "cost", "cost-leases"
 	ss := newStream(b, kc, dc, stream, table, nShards)
 	ev := newEvents()
-	startRunner(b, kc, dc, stream, table, ev, ev.target(nil))
+	startRunner(b, &passTimer{Client: kc, ev: ev}, dc, stream, table, ev, ev.target(nil), func(o *runner.Options) {
+		o.Reader.RunLength = benchRun
+	})
 	ctx, stop := context.WithCancel(b.Context())
 	defer stop()
 	busy := ss[nShards/2:]
@@ -552,33 +594,70 @@ func BenchmarkCost(b *testing.B) {
 	if len(runs) == 0 {
 		b.Fatal("no complete run measured")
 	}
-	run := mean(runs)
+	overrun := mean(runs) / benchRun.Seconds()
+	deployedRun := lambdaenv.DefaultRunLength.Seconds() * overrun
 	var loopSeconds float64
 	for _, starts := range ev.runs {
 		loopSeconds += end.Sub(starts[0]).Seconds()
 	}
-	perShardSecond := func(name string) float64 { return float64(ev.calls[name]) / loopSeconds }
-	passSeconds := end.Sub(begin).Seconds()
-	// The coordinator reads every listed shard's row once a pass (1 RRU
-	// each, strongly consistent, rows under 4 KB).
-	rruPerShardSecond := float64(ev.calls["coord.GetMany.items"]) / float64(nShards) / passSeconds
-	busyCkpt := perShardSecond("reader.Checkpoint") * float64(nShards) / float64(len(busy))
+	perLoopSecond := func(names ...string) (n float64) {
+		for _, name := range names {
+			n += float64(ev.calls[name])
+		}
+		return n / loopSeconds
+	}
+	// The coordinator's passes: the schedule's, a minute apart (no loop
+	// failed, no shard ended, so there was no other).
+	if len(ev.passBegins) < 2 || len(ev.passEnds) < 2 {
+		b.Fatalf("%d passes began and %d read their rows in %v: want the schedule's two", len(ev.passBegins), len(ev.passEnds), window)
+	}
+	interval := ev.passBegins[len(ev.passBegins)-1].Sub(ev.passBegins[0]).Seconds() / float64(len(ev.passBegins)-1)
+	var steady []float64 // the first pass took every lease: not a steady one
+	for _, began := range ev.passBegins[1:] {
+		for _, read := range ev.passEnds {
+			if read.After(began) {
+				steady = append(steady, read.Sub(began).Seconds())
+				break
+			}
+		}
+	}
+	passSeconds := mean(steady)
+	passesPerMonth := secondsPerMonth / interval
+	// Each pass reads every listed shard's row (1 RRU each, strongly
+	// consistent, rows under 4 KB) and the generation record (1 RRU).
+	rowsPerPass := float64(ev.calls["coord.GetMany.items"]) / float64(ev.calls["coord.GetMany"])
+	rruPerShardSecond := rowsPerPass / float64(nShards) / interval
+	busyCkpt := perLoopSecond("reader.Checkpoint") * float64(nShards) / float64(len(busy))
+	writesPerSecond := perLoopSecond("reader.Renew", "reader.Take", "reader.Release")
+
 	model := func(ckptPerSecond float64) (float64, string) {
-		invocations := secondsPerMonth / run
-		compute := invocations * run * shardReaderMemoryGB * priceLambdaGBs
+		invocations := secondsPerMonth / deployedRun
+		compute := invocations * deployedRun * shardReaderMemoryGB * priceLambdaGBs
 		requests := invocations * priceLambdaRequest
 		transitions := invocations * (transitionsPerRun + 1.0/defaultMaxIterations) * priceTransition
-		writes := (perShardSecond("reader.Renew") + perShardSecond("reader.Take") + perShardSecond("reader.Release") + ckptPerSecond) * secondsPerMonth * priceWRU
+		writes := writesPerSecond * secondsPerMonth * priceWRU
+		ckpts := ckptPerSecond * secondsPerMonth * priceWRU
 		reads := rruPerShardSecond * secondsPerMonth * priceRRU
-		total := compute + requests + transitions + writes + reads
-		return total, fmt.Sprintf("compute %.2f + invocations %.3f + transitions %.2f + lease writes %.2f + lease reads %.3f", compute, requests, transitions, writes, reads)
+		total := compute + requests + transitions + writes + ckpts + reads
+		return total, fmt.Sprintf("compute %.2f + invocations %.4f + transitions %.3f + renewals and run takes %.3f + checkpoints %.2f + coordinator reads %.4f",
+			compute, requests, transitions, writes, ckpts, reads)
 	}
 	idle, idleDetail := model(0)
 	busyCost, busyDetail := model(busyCkpt)
-	writeData(b, "cost", map[string]any{"runSeconds": runs, "calls": ev.calls, "loopSeconds": loopSeconds, "windowSeconds": passSeconds})
-	fmt.Printf("bench cost_per_shard_month_usd %.2f usd (idle shard: %s; measured run %.2f s, renewals %.3f/s, coordinator reads %.3f RRU/s per shard)\n",
-		idle, idleDetail, run, perShardSecond("reader.Renew"), rruPerShardSecond)
-	fmt.Printf("bench cost_per_busy_shard_month_usd %.2f usd (1 record/s: %.2f checkpoints/s; %s)\n", busyCost, busyCkpt, busyDetail)
+	ckptCost := busyCkpt * secondsPerMonth * priceWRU
+	fixedCompute := passesPerMonth * passSeconds * coordinatorMemoryGB * priceLambdaGBs
+	fixedRequests := passesPerMonth * priceLambdaRequest
+	fixedReads := passesPerMonth * 1 * priceRRU // the generation record
+	fixed := fixedCompute + fixedRequests + fixedReads
+	writeData(b, "cost", map[string]any{"runSeconds": runs, "calls": ev.calls, "loopSeconds": loopSeconds, "windowSeconds": end.Sub(begin).Seconds(),
+		"passIntervalSeconds": interval, "steadyPassSeconds": steady})
+	fmt.Printf("bench cost_per_shard_month_usd %.2f usd (idle shard, %s runs: %s; measured at %s runs: run %.2f s, renewals and takes %.3f/s, a pass every %.1f s)\n",
+		idle, lambdaenv.DefaultRunLength, idleDetail, benchRun, mean(runs), writesPerSecond, interval)
+	fmt.Printf("bench cost_per_busy_shard_month_usd %.2f usd (1 record/s: %.2f checkpoints/s, +%.2f over idle, all checkpoint writes; %s)\n",
+		busyCost, busyCkpt, busyCost-idle, busyDetail)
+	fmt.Printf("bench cost_busy_checkpoint_writes_usd %.2f usd (the checkpoint writes of a shard at 1 record/s apart from its renewals, which carry the rest: the flushes at run ends)\n", ckptCost)
+	fmt.Printf("bench cost_fixed_per_deployment_usd %.3f usd (coordinator: %.0f scheduled passes a month of %.3f s at %.0f MB = %.4f compute + %.4f invocations + %.4f generation reads; schedule and status events free)\n",
+		fixed, passesPerMonth, passSeconds, coordinatorMemoryGB*1024, fixedCompute, fixedRequests, fixedReads)
 }
 
 // BenchmarkChaosFullSize is the chaos run at full size: 100,000 records
@@ -656,7 +735,7 @@ func BenchmarkChaosV2(b *testing.B) {
 		Skew:          30 * time.Second,
 		Recreate:      true,
 		KinesisFaults: faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
-		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02, SlowRenew: 0.05, SlowMin: 2 * time.Second, SlowMax: 5 * time.Second},
+		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02, SlowRenew: 0.2, SlowMin: 2 * time.Second, SlowMax: 5 * time.Second},
 		TargetFaults:  faults.TargetRates{Fail: 0.03, Partial: 0.03},
 		Seed:          s,
 		Logf:          b.Logf,
@@ -671,5 +750,45 @@ func BenchmarkChaosV2(b *testing.B) {
 		rep.MaxOverlap.Milliseconds(), rep.Owners, len(rep.Kills), rep.Unattributed)
 	for _, p := range rep.Problems() {
 		b.Error(p)
+	}
+}
+
+// BenchmarkChaosPF is the chaos run with lanes, at bench size on
+// kinesis-local and dynalite with the default lease timings: every loop at
+// ParallelizationFactor 4, loops killed at random, mid batch and before
+// their first checkpoint, a split and a merge, injected faults, and a
+// poison key the target refuses for the first 25 s of production (the
+// default failure policy retries it; only its lane waits). It checks what
+// the target settled: nothing lost, each key's records first delivered in
+// order, no two owners delivering one shard at once.
+func BenchmarkChaosPF(b *testing.B) {
+	kc, dc := startLocal(b)
+	s := seed(b)
+	rep, err := chaos.Run(b.Context(), chaos.Config{
+		Kinesis: kc, Dynamo: dc, Stream: "chaos-pf", Table: "chaos-pf-leases",
+		Shards: 4, Runners: 3, Records: 4800, Produce: 60 * time.Second, Keys: 64, DataSize: 64,
+		Drain:   3 * time.Minute,
+		KillMin: 3 * time.Second, KillMax: 8 * time.Second, MidBatchKill: 0.02, EarlyKill: 0.1,
+		RunLength: 20 * time.Second, BatchSize: 50, Poll: 250 * time.Millisecond,
+		ParallelizationFactor: 4, PoisonKey: 7, PoisonFor: 25 * time.Second,
+		KinesisFaults: faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
+		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02},
+		TargetFaults:  faults.TargetRates{Fail: 0.03, Partial: 0.03},
+		Seed:          s,
+		Logf:          b.Logf,
+	})
+	fmt.Println("chaos pf summary:", rep.Summary())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("bench chaos_pf_lost %d records (of %d produced at factor 4; seed %d)\n", rep.Lost, rep.Produced, s)
+	fmt.Printf("bench chaos_pf_order_violations %d (%d kills, split %s, merged %s+%s, poison key refused %d times over %s)\n",
+		rep.OrderViolations, len(rep.Kills), rep.Split, rep.Merged[0], rep.Merged[1], rep.PoisonRefusals, rep.PoisonHeld)
+	fmt.Printf("bench chaos_pf_duplicates_ratio %.4f x (%d duplicates; max two-owner overlap %d ms)\n", rep.DuplicateRatio(), rep.Duplicates, rep.MaxOverlap.Milliseconds())
+	for _, p := range rep.Problems() {
+		b.Error(p)
+	}
+	if rep.PoisonRefusals == 0 || rep.Split == "" || rep.Merged[0] == "" || len(rep.Kills) == 0 {
+		b.Errorf("not the run asked for: %d poison refusals, split %q, merged %q, %d kills", rep.PoisonRefusals, rep.Split, rep.Merged, len(rep.Kills))
 	}
 }

@@ -42,6 +42,11 @@ type Config struct {
 	Shards        int
 	// Runners is the number of owners sharing the table (default 3).
 	Runners int
+	// Balance makes the runners divide the shards between them and hand
+	// them over as they restart (pkg/runner's Balance), as `shardloop run`
+	// processes on one table do; false: each takes what it can, as
+	// deployments sharing a table do.
+	Balance bool
 
 	// Records are produced over Produce (default 30 s), on Keys partition
 	// keys (default 32), each DataSize bytes long at least (default 32).
@@ -65,11 +70,24 @@ type Config struct {
 	NoReshard bool
 
 	// Lease timing of every runner; defaults are lease.DefaultDuration,
-	// lease.DefaultRenewInterval, coordinator.DefaultRelistInterval.
+	// lease.DefaultRenewInterval, coordinator.DefaultRelistInterval. Relist
+	// is the period of each runner's scheduled coordinator passes
+	// (runner.Options.RelistInterval); between them the coordinators pass
+	// at nudges and watch the shards of the loops killed.
 	Lease, Renew, Relist time.Duration
 	// Reader options of every loop; zero means the reader's default.
 	Poll, RunLength time.Duration
 	BatchSize       int32
+	// ParallelizationFactor is every loop's number of lanes (default 1).
+	ParallelizationFactor int
+	// PoisonKey and PoisonFor: when PoisonFor > 0, the target refuses every
+	// record of key PoisonKey (0 to Keys-1) for PoisonFor from the start of
+	// production, settling the records before it in its batch (as
+	// batchItemFailures would), then takes them. With the default failure
+	// policy the loops retry them until then; with lanes, only the poison's
+	// lane is held back.
+	PoisonKey int
+	PoisonFor time.Duration
 
 	KinesisFaults faults.KinesisRates
 	StoreFaults   faults.StoreRates
@@ -175,6 +193,10 @@ func (c *Config) validate() error {
 		return errors.New("chaos: KillMax: want at least KillMin")
 	case c.Skew < 0:
 		return errors.New("chaos: Skew: want a positive duration")
+	case c.ParallelizationFactor < 0 || c.ParallelizationFactor > reader.MaxParallelizationFactor:
+		return fmt.Errorf("chaos: ParallelizationFactor: want 0 (the default) to %d", reader.MaxParallelizationFactor)
+	case c.PoisonFor < 0 || (c.PoisonFor > 0 && (c.PoisonKey < 0 || c.PoisonKey >= c.Keys)):
+		return fmt.Errorf("chaos: PoisonKey: want a key from 0 to %d, with PoisonFor a positive duration", c.Keys-1)
 	}
 	for _, ch := range c.Changes {
 		if ch.Runner < 0 || ch.Runner >= c.Runners {
@@ -252,6 +274,13 @@ type Report struct {
 	ByShard     map[string]int // settled records per shard, duplicates included
 	Deliveries  int
 	ProduceTook time.Duration
+
+	// PoisonRefusals counts the deliveries the target refused for the
+	// poison key; PoisonHeld how long it refused them.
+	PoisonRefusals int
+	PoisonHeld     time.Duration
+	// Factor is the loops' ParallelizationFactor.
+	Factor int
 }
 
 // DuplicateRatio is Duplicates over Produced.
@@ -299,11 +328,11 @@ func (r Report) Summary() string {
 	}
 	return fmt.Sprintf("seed %d: produced %d in %s, delivered %d unique (%d duplicates, ratio %.4f), lost %d, per-key order violations %d; "+
 		"%d kills (%d mid-batch), split %s, merged %s+%s, re-created %v; generations %s; clock skews %s; %d loops, %d owners delivered, %d deliveries; "+
-		"max two-owner overlap %s (lease %s), %d unattributed deliveries; faults %s; drain %s, total %s",
+		"max two-owner overlap %s (lease %s), %d unattributed deliveries; faults %s; %d lanes a shard, poison key refused %d times over %s; drain %s, total %s",
 		r.Seed, r.Produced, r.ProduceTook.Round(time.Second), r.Delivered, r.Duplicates, r.DuplicateRatio(), r.Lost, r.OrderViolations,
 		len(r.Kills), mid, r.Split, r.Merged[0], r.Merged[1], r.Recreated, strings.Join(r.Generations, " > "), strings.Join(skews, " "),
 		r.Loops, r.Owners, r.Deliveries, r.MaxOverlap.Round(time.Millisecond), r.Lease, r.Unattributed,
-		strings.Join(fs, " "), r.DrainTook.Round(100*time.Millisecond), r.Elapsed.Round(time.Second))
+		strings.Join(fs, " "), max(1, r.Factor), r.PoisonRefusals, r.PoisonHeld, r.DrainTook.Round(100*time.Millisecond), r.Elapsed.Round(time.Second))
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -340,6 +369,8 @@ type harness struct {
 	early       map[string]bool // loops already judged for an early kill, by owner
 	marker      string          // "sequence:<shard>:<seq>" of the marker record
 	gens        []string
+	poisonUntil time.Time // the target refuses the poison key until then
+	refusals    int
 }
 
 // slot is one runner: it may be restarted with another start position.
@@ -352,6 +383,7 @@ type slot struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	loops  int // loops of runners this slot ran before the current one
+	starts int // runners started in this slot
 }
 
 func (sl *slot) runner() *runner.Runner {
@@ -380,7 +412,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		phase:    1,
 		early:    map[string]bool{},
 	}
-	rep := Report{Seed: cfg.Seed, Lease: cfg.Lease}
+	rep := Report{Seed: cfg.Seed, Lease: cfg.Lease, Factor: cfg.ParallelizationFactor}
 	h.kin = &faults.Kinesis{API: cfg.Kinesis, Rates: cfg.KinesisFaults, In: h.in}
 
 	if err := lease.CreateTable(ctx, cfg.Dynamo, cfg.Table); err != nil {
@@ -429,6 +461,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer progress.Stop()
 
 	produceStart := time.Now()
+	if cfg.PoisonFor > 0 {
+		h.mu.Lock()
+		h.poisonUntil = produceStart.Add(cfg.PoisonFor)
+		h.mu.Unlock()
+		rep.PoisonHeld = cfg.PoisonFor
+	}
 	prodErr := h.produceWatching(runCtx, cfg.Records, cfg.Produce, progress, began)
 	rep.ProduceTook = time.Since(produceStart)
 	if prodErr == nil {
@@ -487,9 +525,12 @@ func (h *harness) startSlot(sl *slot, start string) error {
 			LeaseDuration: cfg.Lease,
 			Clock:         clock,
 			Logger:        cfg.Logger.With("runner", sl.i),
+
+			ParallelizationFactor: cfg.ParallelizationFactor,
 		},
 		RelistInterval: cfg.Relist,
 		Logger:         cfg.Logger.With("runner", sl.i),
+		Balance:        h.balance(sl),
 	})
 	if err != nil {
 		return err
@@ -504,6 +545,18 @@ func (h *harness) startSlot(sl *slot, start string) error {
 	sl.start, sl.r, sl.cancel, sl.done = start, r, cancel, done
 	sl.mu.Unlock()
 	return nil
+}
+
+// balance is the Balance of sl's runner, nil without Config.Balance: a new
+// id for each start of the slot, as a restarted process has.
+func (h *harness) balance(sl *slot) *runner.Balance {
+	if !h.cfg.Balance {
+		return nil
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.starts++
+	return &runner.Balance{ID: fmt.Sprintf("chaos-%d-%d", sl.i, sl.starts), Host: "chaos", PID: sl.i}
 }
 
 // stopSlot stops sl's runner and waits for its loops.
@@ -831,7 +884,10 @@ func parse(data []byte) (recID, bool) {
 	return recID{ki, ni}, err1 == nil && err2 == nil
 }
 
-var errKilled = errors.New("chaos: loop killed mid-batch")
+var (
+	errKilled = errors.New("chaos: loop killed mid-batch")
+	errPoison = errors.New("chaos: the target cannot take the poison key's record yet")
+)
 
 // sink is runner i's target: it records what it settles and, now and then,
 // settles half a batch and kills its own loop, as a process dying in the
@@ -841,7 +897,17 @@ func (h *harness) sink(i int) reader.Target {
 		start := time.Now()
 		h.mu.Lock()
 		n := len(b.Records)
-		kill := h.killing && n >= 2 && h.rng.Float64() < h.cfg.MidBatchKill
+		poisoned := false
+		if start.Before(h.poisonUntil) {
+			for i, rec := range b.Records {
+				if id, ok := parse(rec.Data); ok && id.key == h.cfg.PoisonKey {
+					n, poisoned = i, true
+					h.refusals++
+					break
+				}
+			}
+		}
+		kill := !poisoned && h.killing && n >= 2 && h.rng.Float64() < h.cfg.MidBatchKill
 		if kill {
 			n /= 2
 		}
@@ -872,6 +938,9 @@ func (h *harness) sink(i int) reader.Target {
 		}
 		h.deliveries = append(h.deliveries, delivery{runner: i, owner: owner, shard: shard, start: start, end: time.Now(), records: n})
 		h.mu.Unlock()
+		if poisoned {
+			return n, errPoison
+		}
 		if !kill {
 			return n, nil
 		}
@@ -1062,6 +1131,7 @@ func (h *harness) analyze(rep *Report) {
 	rep.OrderSample = slices.Clone(h.orderSample)
 	rep.Kills = slices.Clone(h.kills)
 	rep.Deliveries = len(h.deliveries)
+	rep.PoisonRefusals = h.refusals
 	for k, n := range h.produced {
 		for i := range n {
 			if h.seen[recID{k, i}] == 0 {

@@ -114,3 +114,61 @@ func TestChaos_NothingLostAcrossConfigurationsClocksAndTiming(t *testing.T) {
 		}
 	}
 }
+
+// TestChaos_BalancedRunnersHandShardsOverWithoutLoss is the chaos run with
+// the runners sharing the table as `shardloop run` processes do: they
+// divide the shards and hand them over as two of them restart (each a leave
+// and a join), while loops are killed, a shard is split and its children
+// merged, faults are injected and the runners' clocks are up to 30 s apart.
+// Every record is delivered, each key in order, and no two owners of a
+// shard deliver at overlapping times.
+func TestChaos_BalancedRunnersHandShardsOverWithoutLoss(t *testing.T) {
+	cfg := chaos.Config{
+		Kinesis:       testaws.Kinesis(t),
+		Dynamo:        testaws.Dynamo(t),
+		Stream:        testaws.Name(t),
+		Table:         testaws.Name(t),
+		Shards:        4,
+		Runners:       3,
+		Balance:       true,
+		Records:       1600,
+		Produce:       20 * time.Second,
+		Keys:          32,
+		Drain:         45 * time.Second,
+		KillMin:       2 * time.Second,
+		KillMax:       4 * time.Second,
+		MidBatchKill:  0.03,
+		Lease:         3 * time.Second,
+		Renew:         time.Second,
+		Relist:        2 * time.Second,
+		Poll:          250 * time.Millisecond,
+		RunLength:     4 * time.Second,
+		BatchSize:     50,
+		Starts:        []string{"horizon"},
+		Changes:       []chaos.StartChange{{At: 7 * time.Second, Runner: 1, Start: "horizon"}, {At: 14 * time.Second, Runner: 2, Start: "horizon"}},
+		Skew:          30 * time.Second,
+		KinesisFaults: faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
+		StoreFaults:   faults.StoreRates{Before: 0.02, After: 0.02},
+		TargetFaults:  faults.TargetRates{Fail: 0.03, Partial: 0.03},
+		Seed:          seed(t),
+		Logf:          t.Logf,
+	}
+	rep, err := chaos.Run(t.Context(), cfg)
+	t.Log(rep.Summary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems() {
+		t.Error(p)
+	}
+	switch {
+	case rep.Produced < cfg.Records:
+		t.Errorf("produced %d records, want %d", rep.Produced, cfg.Records)
+	case len(rep.Kills) < 3:
+		t.Errorf("only %d kills", len(rep.Kills))
+	case rep.Split == "" || rep.Merged[0] == "":
+		t.Errorf("resharding did not happen: split %q, merged %q", rep.Split, rep.Merged)
+	case rep.Owners < 5:
+		t.Errorf("only %d owners delivered: the runners did not share the shards", rep.Owners)
+	}
+}

@@ -3,7 +3,10 @@
 // in the AWS Lambda Runtime Interface Emulator, with kinesis-local and
 // dynalite as the AWS peers, a small Lambda host in front of the emulators
 // and a fake of Step Functions that drives each shard loop the way
-// template/statemachine.asl.json does.
+// template/statemachine.asl.json does. The test plays EventBridge too: the
+// one-minute schedule, and the rule that sends the coordinator each shard
+// loop execution that ends FAILED or ABORTED, which is how the killed
+// loop's shard is taken over.
 //
 // A second test runs template/statemachine.asl.json itself in an ASL
 // interpreter (aws-local-stepfunctions, e2e/aslrunner, installed by the test

@@ -40,6 +40,9 @@ const (
 // keyed records in waves, splits a shard, kills the loop of another shard
 // inside a Read, and checks from what the target received that every record
 // arrived at least once and that each key's records first arrived in order.
+// The shardreader delivers through 3 lanes a shard
+// (SHARDLOOP_PARALLELIZATION_FACTOR), so one shard's batches reach the
+// target at overlapping times, each key's in order.
 func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *testing.T) {
 	if !supported {
 		t.Skip("the Lambda bootstraps are linux binaries")
@@ -73,12 +76,13 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 		t.Fatal(err)
 	}
 	schedCtx, stopSchedule := context.WithCancel(ctx)
-	var schedule sync.WaitGroup
+	var schedule, statusEvents sync.WaitGroup
 	t.Cleanup(func() {
 		stopSchedule()
 		sfn.stop()
 		host.close() // kills every emulator: the Reads in flight end
 		schedule.Wait()
+		statusEvents.Wait()
 		sfn.wait()
 		if t.Failed() {
 			host.logTails(40)
@@ -104,8 +108,11 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 			"SHARDLOOP_RUN_LENGTH=5s",
 			"SHARDLOOP_POLL_INTERVAL=200ms",
 			"SHARDLOOP_MAX_ITERATIONS=3",
+			"SHARDLOOP_PARALLELIZATION_FACTOR=3",
 		)),
-		host.add("coordinator", bins.Coordinator, 1, 30*time.Second, env(
+		// Two instances: a watch after a failed execution holds one for
+		// about a lease duration while the schedule and nudges go on.
+		host.add("coordinator", bins.Coordinator, 2, 40*time.Second, env(
 			"AWS_ENDPOINT_URL_KINESIS="+kinURL,
 			"AWS_ENDPOINT_URL_DYNAMODB="+ddbURL,
 			"AWS_ENDPOINT_URL_SFN="+sfn.URL,
@@ -114,9 +121,9 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 			"SHARDLOOP_STATE_MACHINE_ARN="+stateMachineARN,
 			"SHARDLOOP_TARGET_FUNCTION="+targetARN,
 			"SHARDLOOP_START_POSITION=horizon",
-			"SHARDLOOP_WINDOW=3s",
+			"SHARDLOOP_RUN_LENGTH=5s", // no window: one pass per scheduled invocation
 		)),
-		host.add("target", bins.Target, 2, 10*time.Second, env(
+		host.add("target", bins.Target, 6, 10*time.Second, env(
 			"E2E_RECORD_FILE="+received,
 			"E2E_FAIL_EVERY=7", // a partial batch failure now and then
 			"E2E_DELAY=200ms",  // received, not yet settled: the kill lands here
@@ -125,7 +132,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("setup (build, emulators, stream, table, 7 RIE instances) took %s", time.Since(began).Round(time.Millisecond))
+	t.Logf("setup (build, emulators, stream, table, 8 RIE instances) took %s", time.Since(began).Round(time.Millisecond))
 
 	p := &producer{kin: kin, stream: stream, next: map[string]int{}, sent: map[string]sent{}}
 	mustWave := func(wave int) {
@@ -136,8 +143,37 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 	}
 	mustWave(1) // before any loop runs: read from the horizon
 
-	// The EventBridge schedule: the coordinator runs its window again and
-	// again. Readers' nudges ({"nudge":true}) arrive in between.
+	// The deployment's rule on the state machine's status changes: each
+	// execution that ends FAILED or ABORTED invokes the coordinator with
+	// the event, asynchronously, and it watches that shard until its lease
+	// lapses, then takes it.
+	sfn.setOnEnd(func(machine string, e *execution, status string) {
+		ev, err := json.Marshal(map[string]any{
+			"version": "0", "id": e.Name, "detail-type": "Step Functions Execution Status Change", "source": "aws.states",
+			"account": "000000000000", "region": "us-east-1", "time": time.Now().UTC().Format(time.RFC3339), "resources": []string{e.ARN},
+			"detail": map[string]any{"executionArn": e.ARN, "stateMachineArn": machine, "name": e.Name, "status": status,
+				"startDate": e.Started.UnixMilli(), "stopDate": time.Now().UnixMilli(), "input": string(e.Input),
+				"inputDetails": map[string]any{"included": true}},
+		})
+		if err != nil {
+			t.Errorf("status event: %v", err)
+			return
+		}
+		statusEvents.Go(func() {
+			res, err := host.invoke(schedCtx, "coordinator", ev, nil)
+			switch {
+			case schedCtx.Err() != nil:
+			case err != nil:
+				t.Errorf("status event of %s: coordinator invoke failed: %v", e.Name, err)
+			case res.FunctionError || res.Status != http.StatusOK:
+				t.Errorf("status event of %s: coordinator answered %d (function error %v): %s", e.Name, res.Status, res.FunctionError, res.Body)
+			}
+		})
+	})
+
+	// The EventBridge schedule, once a minute: one pass each. Readers'
+	// nudges ({"nudge":true}) arrive in between. A minute apart, the
+	// schedule takes no part in the takeover below: the status event does.
 	schedule.Go(func() {
 		ev := []byte(`{"source":"aws.events","detail-type":"Scheduled Event","detail":{}}`)
 		for schedCtx.Err() == nil {
@@ -152,7 +188,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 			}
 			select {
 			case <-schedCtx.Done():
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(time.Minute):
 			}
 		}
 	})
@@ -226,8 +262,14 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 		return len(delivered) >= len(p.sent) && took && can
 	})
 	took, _ := takenOver()
-	t.Logf("shard %s taken over by owner %s: its loop started %s after the kill (lease expiry 10 s, then the next coordinator pass)",
+	t.Logf("shard %s taken over by owner %s: its loop started %s after the kill (the status event's watch: a 10 s lease, observed from the event on)",
 		killed.Shard, took.Owner, took.Started.Sub(killedAt).Round(time.Millisecond))
+	if after := took.Started.Sub(killedAt); after < lease.DefaultDuration || after > lease.DefaultDuration+10*time.Second {
+		t.Errorf("the takeover came %s after the kill, want a little over the %s lease (the watch after the ABORTED event)", after, lease.DefaultDuration)
+	}
+	if !host.logged("coordinator", `"outcome":"taken"`, killed.Owner) {
+		t.Errorf("no coordinator log says its watch after the status event of %s took the shard over", killed.Owner)
+	}
 	for _, e := range sfn.executions() {
 		t.Logf("execution %-40.40s shard %s owner %.12s parent %.12s: %s, %d iterations, last reason %q, err %v",
 			e.Name, e.Shard, e.Owner, e.Parent, e.Status, e.Iterations, e.LastReason, e.Err)
@@ -238,6 +280,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 
 	got := readReceived(t, received)
 	checkDelivery(t, p, got)
+	checkLanesOverlapped(t, got)
 	// The batch in the target's hands when the loop died was never
 	// settled: its new owner must deliver it again.
 	redelivered := map[string]bool{}
@@ -359,6 +402,31 @@ func readReceived(t testing.TB, path string) []receivedRecord {
 // shard, sequence number and partition key it was put with; each key's
 // records were first received in the producer's order; duplicates are
 // counted and reported.
+// checkLanesOverlapped checks that some shard had two invocations of the
+// target at once: each takes E2E_DELAY (200 ms) or more, so two invocations
+// of one shard received less than that apart were both in flight, which
+// only lanes (SHARDLOOP_PARALLELIZATION_FACTOR > 1) make happen.
+func checkLanesOverlapped(t *testing.T, got []receivedRecord) {
+	t.Helper()
+	at := map[string][]int64{} // shard -> receipt times of its invocations
+	for _, r := range got {
+		ts := at[r.ShardID]
+		if len(ts) == 0 || ts[len(ts)-1] != r.At {
+			at[r.ShardID] = append(ts, r.At)
+		}
+	}
+	for shard, ts := range at {
+		slices.Sort(ts)
+		for i := 1; i < len(ts); i++ {
+			if ts[i]-ts[i-1] < 150 {
+				t.Logf("shard %s: invocations received %d ms apart, both in flight", shard, ts[i]-ts[i-1])
+				return
+			}
+		}
+	}
+	t.Errorf("no shard had two invocations of the target in flight at once: the lanes did not deliver concurrently")
+}
+
 func checkDelivery(t *testing.T, p *producer, got []receivedRecord) {
 	t.Helper()
 	// Precondition: the producer's order is the stream's order per key

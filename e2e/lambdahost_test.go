@@ -438,6 +438,31 @@ func (h *lambdaHost) close() {
 	h.bg.Wait()
 }
 
+// logged reports whether one log line of an instance of function name
+// contains every one of wants.
+func (h *lambdaHost) logged(name string, wants ...string) bool {
+	entries, _ := os.ReadDir(h.logDir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), name+"-") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(h.logDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			all := true
+			for _, w := range wants {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // logTails reports the end of each instance's log, for a failed test.
 func (h *lambdaHost) logTails(lines int) {
 	entries, _ := os.ReadDir(h.logDir)

@@ -135,12 +135,13 @@ const (
 
 // execution is one Step Functions execution of the shard loop.
 type execution struct {
-	Name, ARN string
-	Input     json.RawMessage
-	Parent    string // the execution that continued as this one
-	Shard     string
-	Owner     string
-	Started   time.Time
+	Name, ARN    string
+	StateMachine string
+	Input        json.RawMessage
+	Parent       string // the execution that continued as this one
+	Shard        string
+	Owner        string
+	Started      time.Time
 
 	mu         sync.Mutex
 	status     string
@@ -166,12 +167,38 @@ func (e *execution) info() execInfo {
 		LastReason: e.lastReason, Iterations: e.iterations, Err: e.err, Started: e.Started}
 }
 
-func (e *execution) finish(status string, err error) {
+// finish ends a running execution with status; it reports whether it did.
+func (e *execution) finish(status string, err error) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.status == running {
 		e.status, e.err = status, err
+		return true
 	}
+	return false
+}
+
+// finish ends e and, for a failed or aborted execution while the fake runs,
+// tells the status-change hook, as Step Functions sends EventBridge the
+// event the deployment's rule matches.
+func (f *fakeSFN) finish(stateMachineARN string, e *execution, status string, err error) {
+	if !e.finish(status, err) || (status != failed && status != aborted) || f.ctx.Err() != nil {
+		return
+	}
+	f.mu.Lock()
+	hook := f.onEnd
+	f.mu.Unlock()
+	if hook != nil {
+		hook(stateMachineARN, e, status)
+	}
+}
+
+// setOnEnd installs the hook that learns of each execution that ended
+// FAILED or ABORTED.
+func (f *fakeSFN) setOnEnd(hook func(stateMachineARN string, e *execution, status string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onEnd = hook
 }
 
 var (
@@ -199,6 +226,7 @@ type fakeSFN struct {
 	mu    sync.Mutex
 	execs map[string]*execution
 	order []*execution
+	onEnd func(stateMachineARN string, e *execution, status string)
 }
 
 func newFakeSFN(t testing.TB, host *lambdaHost, readerFn string, shape loopShape) (*fakeSFN, error) {
@@ -276,7 +304,7 @@ func (f *fakeSFN) start(stateMachineARN, name string, input json.RawMessage, par
 		return nil, errors.New("step functions fake stopped")
 	}
 	arn := strings.Replace(stateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
-	e := &execution{Name: name, ARN: arn, Input: input, Parent: parent, Shard: loop.ShardID, Owner: loop.Owner, Started: time.Now(), status: running}
+	e := &execution{Name: name, ARN: arn, StateMachine: stateMachineARN, Input: input, Parent: parent, Shard: loop.ShardID, Owner: loop.Owner, Started: time.Now(), status: running}
 	f.execs[name] = e
 	f.order = append(f.order, e)
 	f.wg.Go(func() { f.run(stateMachineARN, e) })
@@ -294,7 +322,7 @@ func (f *fakeSFN) run(stateMachineARN string, e *execution) {
 			} else {
 				f.t.Logf("execution %s (shard %s, owner %s) failed: %v", e.Name, e.Shard, e.Owner, err)
 			}
-			e.finish(status, err)
+			f.finish(stateMachineARN, e, status, err)
 			return
 		}
 		var d struct {
@@ -304,7 +332,7 @@ func (f *fakeSFN) run(stateMachineARN string, e *execution) {
 		}
 		if err := json.Unmarshal(out, &d); err != nil {
 			f.t.Logf("execution %s: shardreader output is not the loop state: %v: %.200s", e.Name, err, out)
-			e.finish(failed, err)
+			f.finish(stateMachineARN, e, failed, err)
 			return
 		}
 		e.mu.Lock()
@@ -318,15 +346,15 @@ func (f *fakeSFN) run(stateMachineARN string, e *execution) {
 			sum := sha1.Sum([]byte(e.ARN))
 			_, err := f.start(stateMachineARN, hex.EncodeToString(sum[:]), out, e.Name)
 			if err != nil && !errors.Is(err, errExecutionExists) {
-				e.finish(failed, fmt.Errorf("continue as new: %w", err))
+				f.finish(stateMachineARN, e, failed, fmt.Errorf("continue as new: %w", err))
 				return
 			}
-			e.finish(succeeded, nil)
+			f.finish(stateMachineARN, e, succeeded, nil)
 			return
 		case d.Continue:
 			state = out
 		default:
-			e.finish(succeeded, nil)
+			f.finish(stateMachineARN, e, succeeded, nil)
 			return
 		}
 	}
@@ -393,7 +421,7 @@ func (f *fakeSFN) killMidRead(ctx context.Context, shard string) (info execInfo,
 				// nothing is killed: the execution stops anyway, and its
 				// lease expires the same way.
 				midRead = c.kill()
-				e.finish(aborted, errKilled)
+				f.finish(e.StateMachine, e, aborted, errKilled)
 				return e.info(), midRead, nil
 			}
 		}

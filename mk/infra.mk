@@ -36,6 +36,8 @@ BISECT_ON_ERROR   ?=
 ON_FAILURE_DESTINATION ?=
 BATCHING_WINDOW   ?=
 DEAGGREGATE       ?=
+PARALLELIZATION_FACTOR ?=
+PER_SHARD_LAG_METRIC ?=
 STACK_NAME        ?=
 CDK_FLAGS         ?=
 
@@ -48,7 +50,9 @@ CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHAR
   $(call ctx,logRetentionDays,$(LOG_RETENTION_DAYS)) $(call ctx,stackName,$(STACK_NAME)) \
   $(call ctx,maxRetryAttempts,$(MAX_RETRY_ATTEMPTS)) $(call ctx,maxRecordAge,$(MAX_RECORD_AGE)) \
   $(call ctx,bisectOnError,$(BISECT_ON_ERROR)) $(call ctx,onFailureDestination,$(ON_FAILURE_DESTINATION)) \
-  $(call ctx,batchingWindow,$(BATCHING_WINDOW)) $(call ctx,deaggregate,$(DEAGGREGATE))
+  $(call ctx,batchingWindow,$(BATCHING_WINDOW)) $(call ctx,deaggregate,$(DEAGGREGATE)) \
+  $(call ctx,parallelizationFactor,$(PARALLELIZATION_FACTOR)) \
+  $(call ctx,perShardLagMetric,$(PER_SHARD_LAG_METRIC))
 CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)
 
 .PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardloop/shardloop/internal/emulators"
 	"github.com/shardloop/shardloop/internal/testaws"
@@ -100,6 +102,8 @@ func TestRunFlags_CheckedWithTheFunctionsLimitsNamingTheFlag(t *testing.T) {
 		{[]string{"--poll-interval", "0s"}, []string{"--poll-interval 0s", "from 200ms"}},
 		{[]string{"--run-length", "1s"}, []string{"--run-length 1s", "from 5s to 14m0s"}},
 		{[]string{"--batch-size", "0"}, []string{"--batch-size 0", "from 1 to 10000"}},
+		{[]string{"--parallelization-factor", "11"}, []string{"--parallelization-factor 11", "from 1 to 10", "ParallelizationFactor"}},
+		{[]string{"--parallelization-factor", "0"}, []string{"--parallelization-factor 0", "from 1 to 10"}},
 		{[]string{"--create-shards", "-1"}, []string{"--create-shards -1"}},
 		{[]string{"--target-timeout", "16m"}, []string{"--target-timeout 16m0s", "15m0s"}},
 		{[]string{"--start", "yesterday"}, []string{`--start "yesterday"`, "RFC 3339"}},
@@ -262,15 +266,25 @@ func stsPeer(t *testing.T, arn string) string {
 	return srv.URL
 }
 
-// lambdaPeer answers the Lambda Invoke API and keeps each payload.
+// lambdaPeer answers the Lambda Invoke API and keeps each payload; each
+// invocation takes delay.
 type lambdaPeer struct {
+	delay    time.Duration
 	mu       sync.Mutex
 	payloads [][]byte
+	inFlight int
+	most     int // invocations in flight at once, at most
 }
 
 func (p *lambdaPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
+	p.inFlight++
+	p.most = max(p.most, p.inFlight)
+	p.mu.Unlock()
+	time.Sleep(p.delay)
+	p.mu.Lock()
+	p.inFlight--
 	p.payloads = append(p.payloads, b)
 	p.mu.Unlock()
 	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
@@ -356,5 +370,67 @@ func TestInvokeIdentityOf_AssumedRoleBecomesTheRoleARN(t *testing.T) {
 	}
 	if _, note := invokeIdentityOf("arn:aws:sts::123456789012:assumed-role/r/s"); !strings.Contains(note, "path") {
 		t.Errorf("the note on an assumed role does not say its path is unknown: %q", note)
+	}
+}
+
+// run --parallelization-factor 4: four lanes invoke the target at once,
+// and each key's records still arrive in the order they were put.
+func TestRun_ParallelizationFactorInvokesTheTargetFromLanesKeepingEachKeysOrder(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := testaws.Name(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := shards.CreateIfMissing(ctx, kc, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	const n, keys = 200, 20
+	var entries []ktypes.PutRecordsRequestEntry
+	for i := range n {
+		entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprint("key-", i%keys)), Data: []byte(fmt.Sprint(i))})
+	}
+	if _, err := kc.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
+		t.Fatal(err)
+	}
+	emulatorEnv(t)
+	peer := &lambdaPeer{delay: 100 * time.Millisecond}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	t.Setenv("AWS_ENDPOINT_URL_LAMBDA", srv.URL)
+	t.Setenv("AWS_ENDPOINT_URL_STS", stsPeer(t, "arn:aws:sts::000000000000:assumed-role/dev-reader/alice"))
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var stderr string
+	go func() {
+		defer close(done)
+		_, _, stderr = runCLI(runCtx, "run", "--stream", stream, "--target", "my-fn", "--start", "horizon",
+			"--batch-size", "10", "--parallelization-factor", "4")
+	}()
+	for len(peer.records()) < n && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	<-done
+	recs := peer.records()
+	if len(recs) < n {
+		t.Fatalf("delivered %d of %d\n%s", len(recs), n, stderr)
+	}
+	last := map[string]int{}
+	for _, r := range recs {
+		k := r["kinesis"].(map[string]any)
+		key := k["partitionKey"].(string)
+		data, _ := base64.StdEncoding.DecodeString(k["data"].(string))
+		var i int
+		fmt.Sscan(string(data), &i)
+		if prev, ok := last[key]; ok && i <= prev {
+			t.Fatalf("%s: record %d after %d", key, i, prev)
+		}
+		last[key] = i
+	}
+	peer.mu.Lock()
+	most := peer.most
+	peer.mu.Unlock()
+	if most < 2 || most > 4 {
+		t.Errorf("at most %d invocations at once, want 2 to 4 (the factor)", most)
 	}
 }

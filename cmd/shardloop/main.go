@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
@@ -38,10 +39,47 @@ Run "shardloop <command> -h" for a command's flags.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background(), sigs, os.Stderr, os.Exit)
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interruptible returns a context that ends at the first signal on sigs
+// (Ctrl-C, SIGTERM): a command stops gracefully (run lets each loop's
+// delivery in flight settle, checkpoints and releases its leases). A second
+// signal exits at once through exit, with status 128 + the signal's number
+// (130 for Ctrl-C), as a shell reports a process killed by it. stop ends the
+// watch.
+func interruptible(parent context.Context, sigs <-chan os.Signal, stderr io.Writer, exit func(int)) (ctx context.Context, stop context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(stderr, "shardloop: stopping: finishing the deliveries in flight and releasing the leases; press Ctrl-C again to exit at once")
+		cancel()
+		select {
+		case s := <-sigs:
+			fmt.Fprintln(stderr, "shardloop: exiting at once; leases still held lapse after a lease duration")
+			exit(128 + signalNumber(s))
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { close(done); cancel() }) }
+}
+
+func signalNumber(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return int(syscall.SIGINT)
 }
 
 // cli runs one command and returns the exit status.

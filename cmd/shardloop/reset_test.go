@@ -25,7 +25,12 @@ import (
 	"github.com/shardloop/shardloop/pkg/shards"
 )
 
-func TestMain(m *testing.M) { os.Exit(testaws.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(asCLI) == "1" {
+		main() // the test binary as the shardloop command, for tests that signal a process
+	}
+	os.Exit(testaws.Main(m))
+}
 
 func TestResetPosition_FormsOfTo(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_123)
@@ -162,8 +167,8 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 	const shard = "shardId-000000000000"
 
 	got := &delivered{seqs: map[string]string{}}
-	start := func() (stop func()) {
-		r, err := runner.New(runner.Options{
+	start := func() (r *runner.Runner, stop func()) {
+		r, err = runner.New(runner.Options{
 			Subscriptions:  []coordinator.Subscription{{Stream: stream, Start: "horizon"}},
 			Store:          store,
 			Kinesis:        kc,
@@ -179,10 +184,10 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- r.Run(runCtx) }()
-		return func() { cancel(); <-done }
+		return r, func() { cancel(); <-done }
 	}
 
-	stop := start()
+	r, stop := start()
 	first := got.waitFor(ctx, t, n)
 	if !slices.Equal(first, want) {
 		t.Fatalf("first pass delivered %v, want %v", first, want)
@@ -214,6 +219,11 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 	if len(lines) != 2 || column(lines, "LAG") == "-" {
 		t.Fatalf("status after reading:\n%s\nwant a lag on the shard's row", st.String())
 	}
+	// The loop dies as in a crash: it keeps the lease and stops renewing
+	// (a runner stopped gracefully releases its leases instead).
+	if r.Kill(stream, shard) == "" {
+		t.Fatal("no loop to kill")
+	}
 	stop()
 
 	// Once the owner has stopped renewing, no --force is needed: reset
@@ -229,7 +239,7 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 	if !strings.Contains(out.String(), "had stopped renewing") {
 		t.Fatalf("reset said %q", out.String())
 	}
-	stop = start()
+	_, stop = start()
 	defer stop()
 	all = got.waitFor(ctx, t, 2*n+10)
 	if !slices.Equal(all[2*n:], want[10:]) {

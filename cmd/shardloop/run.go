@@ -30,6 +30,7 @@ type runFlags struct {
 	stream, table, target, start string
 	create                       int
 	batch                        int
+	factor                       int
 	poll, runLength              time.Duration
 	targetTimeout                time.Duration
 	invokeIdentity               string
@@ -46,6 +47,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.StringVar(&f.start, "start", "", "start position: "+lambdaenv.StartForms+"; empty: none, checkpoints decide and a shard without one opens at the tip")
 	fs.IntVar(&f.create, "create-shards", 0, "create the stream with this many shards if it is missing ("+lambdaenv.CreateShardsLimit.Want()+")")
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
+	fs.IntVar(&f.factor, "parallelization-factor", reader.DefaultParallelizationFactor, "lanes delivering one shard's records concurrently, by partition key; one key's records stay in order ("+lambdaenv.ParallelizationFactorLimit.Want()+")")
 	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
 	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
 	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "the target function's own timeout, shorter than --run-length: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer, and no delivery starts that it would carry past a run; 0: unknown (an invoke waits up to "+lambdaenv.MaxTargetTimeout.String()+")")
@@ -81,6 +83,7 @@ func (f *runFlags) check() (reader.Options, error) {
 	}{
 		{"--create-shards", strconv.Itoa(f.create), lambdaenv.CreateShardsLimit.Check(f.create)},
 		{"--batch-size", strconv.Itoa(f.batch), lambdaenv.BatchSizeLimit.Check(f.batch)},
+		{"--parallelization-factor", strconv.Itoa(f.factor), lambdaenv.ParallelizationFactorLimit.Check(f.factor)},
 		{"--poll-interval", f.poll.String(), lambdaenv.PollIntervalLimit.Check(f.poll)},
 		{"--run-length", f.runLength.String(), lambdaenv.RunLengthLimit.Check(f.runLength)},
 	} {
@@ -102,7 +105,7 @@ func (f *runFlags) check() (reader.Options, error) {
 		}
 	}
 	o, err := f.policy.options(f.runLength)
-	o.TargetTimeout = f.targetTimeout
+	o.TargetTimeout, o.ParallelizationFactor = f.targetTimeout, f.factor
 	return o, err
 }
 
@@ -164,13 +167,27 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Store:         store,
 		Kinesis:       kc,
 		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: rec, Logger: log}, ro),
-		Logger:        log,
+		StopTimeout:   stopTimeout(f.targetTimeout),
+		// Runners on one table share its shards (docs/operations.md, runners).
+		Balance: &runner.Balance{},
+		Logger:  log,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("shardloop running; Ctrl-C stops", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table))
+	log.Info("shardloop running; Ctrl-C stops (again: at once)", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table),
+		"runner", r.ID())
 	return r.Run(ctx)
+}
+
+// stopTimeout is how long Ctrl-C waits for the deliveries in flight: the
+// runner's default, or one invocation of a target whose timeout is known,
+// whichever is longer.
+func stopTimeout(targetTimeout time.Duration) time.Duration {
+	if targetTimeout == 0 {
+		return runner.DefaultStopTimeout
+	}
+	return max(runner.DefaultStopTimeout, targetTimeout+awsconf.TargetTimeoutMargin)
 }
 
 // policyFlags are the failure policy and batching flags of run, with the
@@ -189,7 +206,7 @@ func addPolicyFlags(fs *flags) *policyFlags {
 	fs.IntVar(&p.retries, "max-retry-attempts", -1, "give a failing batch up after this many retries ("+lambdaenv.RetryAttemptsLimit.Want()+")")
 	fs.StringVar(&p.age, "max-record-age", "-1", "give records older than this up (-1 for no limit, or "+lambdaenv.RecordAgeLimit.Want()+")")
 	fs.BoolVar(&p.bisect, "bisect-on-error", false, "split a failing batch in halves, down to single records, to isolate bad records")
-	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue or SNS topic ARN that gets a record of each batch given up; empty: logged only")
+	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue, SNS topic or S3 bucket ARN that gets a record of each batch given up; empty: logged only")
 	fs.DurationVar(&p.window, "batching-window", 0, "keep reading up to this long to fill a batch ("+lambdaenv.BatchingWindowLimit.Want()+", under --run-length)")
 	fs.BoolVar(&p.deaggregate, "deaggregate", false, "decode KPL-aggregated records into their user records")
 	return p
@@ -218,7 +235,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 	}
 	if p.destination != "" {
 		if _, err := reader.ParseDestinationARN(p.destination); err != nil {
-			return o, bad("--on-failure-destination %s: want an SQS queue or SNS topic ARN", p.destination)
+			return o, bad("--on-failure-destination %s: want %s", p.destination, reader.DestinationForms)
 		}
 	}
 	o.BisectOnError, o.BatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate
@@ -229,7 +246,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 func withPolicy(o, p reader.Options) reader.Options {
 	o.MaxRetryAttempts, o.MaxRecordAge, o.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
-	o.TargetTimeout = p.TargetTimeout
+	o.TargetTimeout, o.ParallelizationFactor = p.TargetTimeout, p.ParallelizationFactor
 	return o
 }
 

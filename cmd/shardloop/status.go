@@ -57,11 +57,58 @@ func statusCmd(ctx context.Context, args []string, w io.Writer) error {
 	case err != nil:
 		return fmt.Errorf("--table %s: %w", *table, err)
 	}
+	runners, err := store.Runners(ctx, name)
+	if err != nil {
+		return fmt.Errorf("--table %s: %w", *table, err)
+	}
 	now := time.Now()
 	views := statusViews(listing, rows, now)
 	probeAll(ctx, kc, *stream, views)
 	printStatus(w, views, now)
+	printRunners(w, runners, rows, now)
 	return nil
+}
+
+// printRunners lists the runners that share the stream (shardloop run
+// processes on this table, by their heartbeat rows): id, host, pid, the
+// leases the rows name it the owner of (and what it reported at its last
+// beat), and how long ago it last beat by its own clock. Nothing when no
+// runner beats for the stream.
+func printRunners(w io.Writer, hs []lease.Heartbeat, rows []lease.Lease, now time.Time) {
+	if len(hs) == 0 {
+		return
+	}
+	held := map[string]int{}
+	for _, r := range rows {
+		if r.Owner != "" {
+			held[lease.OwnerRunner(r.Owner)]++
+		}
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUNNER\tHOST\tPID\tLEASES\tLAST BEAT")
+	for _, hb := range hs {
+		host, pid, beat := hb.Host, fmt.Sprint(hb.PID), "-"
+		if host == "" {
+			host = "-"
+		}
+		if hb.PID == 0 {
+			pid = "-"
+		}
+		if !hb.BeatAt.IsZero() {
+			if d := now.Sub(hb.BeatAt); d >= 0 {
+				beat = age(d) + " ago by its clock"
+			} else {
+				beat = "in " + age(-d) + " by its clock (clocks differ)"
+			}
+		}
+		if hb.Counter == 0 {
+			beat = "leaving or not yet beating"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%d at its last beat)\t%s\n", hb.Runner, host, pid, held[hb.Runner], hb.Leases, beat)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "A runner that stops beating is counted out by the others after a lease duration on their own clocks.")
 }
 
 // shardView is what status knows of one shard: its listing (unless retention
@@ -266,6 +313,8 @@ func state(v shardView, now time.Time) string {
 		return "gone from the stream (trimmed by retention); its row stays while a child needs it"
 	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnParent:
 		return "waiting for parent " + v.Reason.Parent + " to be read to its end: " + parentDoing(v.Rows, v.Reason.Parent, now)
+	case r.Owner != "" && r.Revoked:
+		return "lease revoked by a new start position: its reader stops at its next renewal; the shard is taken again once the lease has lapsed"
 	case heldByItsClock(r, now):
 		return "reading: " + progress(v, now)
 	case r.Owner != "":

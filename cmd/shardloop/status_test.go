@@ -38,8 +38,10 @@ func TestPrintStatus_ShowsOwnerExpiryCheckpointLagPendingStartAndState(t *testin
 		{ID: "shardId-000000000004", EndingSequence: "99"},
 		{ID: "shardId-000000000005", ParentID: "shardId-000000000004"},
 		{ID: "shardId-000000000006"},
+		{ID: "shardId-000000000007"},
 	}
 	rows := []lease.Lease{
+		{ShardID: "shardId-000000000007", Owner: "o7", Expiry: now.Add(5 * time.Second), Revoked: true, Start: "horizon"},
 		{ShardID: "shardId-000000000000", Checkpoint: lease.ShardEnd},
 		{ShardID: "shardId-000000000001", Owner: "o1", Expiry: now.Add(7 * time.Second), Checkpoint: "42", MillisBehind: 1234, LagAt: now.Add(-time.Second)},
 		{ShardID: "shardId-000000000002", Owner: "o2", Expiry: now.Add(-3 * time.Second), ParentShardIDs: []string{"shardId-000000000000"}},
@@ -51,8 +53,8 @@ func TestPrintStatus_ShowsOwnerExpiryCheckpointLagPendingStartAndState(t *testin
 	printStatus(&b, statusViews(listing, rows, now), now)
 	out := b.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 9 {
-		t.Fatalf("got %d lines, want a header and 8 rows:\n%s", len(lines), out)
+	if len(lines) != 10 {
+		t.Fatalf("got %d lines, want a header and 9 rows:\n%s", len(lines), out)
 	}
 	for _, h := range []string{"SHARD", "PARENTS", "OWNER", "EXPIRY", "CHECKPOINT", "LAG", "OPENS AT", "STATE"} {
 		if !strings.Contains(lines[0], h) {
@@ -66,6 +68,7 @@ func TestPrintStatus_ShowsOwnerExpiryCheckpointLagPendingStartAndState(t *testin
 		"shardId-000000000003": {"7", "1h2m3s (5m0s ago)", "horizon", "free"},
 		"shardId-000000000005": {"shardId-000000000004", "waiting for parent shardId-000000000004", "read by o4, checkpoint 12"},
 		"shardId-000000000006": {"not started"},
+		"shardId-000000000007": {"o7", "horizon", "lease revoked"},
 		"shardId-000000000009": {"shardId-000000000008", "gone from the stream"},
 	} {
 		l := line(t, out, shard)
@@ -222,4 +225,41 @@ func column(lines []string, header string) string {
 		return ""
 	}
 	return strings.Fields(lines[1][i:])[0]
+}
+
+// The runners sharing the stream are listed with where they run, what the
+// rows say they hold and when they last beat by their own clocks.
+func TestPrintRunners_ListsEachRunnerWithItsLeasesAndLastBeat(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	hs := []lease.Heartbeat{
+		{Runner: "web-1-42-aa", Host: "web-1", PID: 42, Leases: 2, Counter: 9, BeatAt: now.Add(-1200 * time.Millisecond)},
+		{Runner: "web-2-43-bb", Host: "web-2", PID: 43, Leases: 1, Counter: 3, BeatAt: now.Add(30 * time.Second)},
+		{Runner: "web-3-44-cc"},
+	}
+	rows := []lease.Lease{
+		{ShardID: "s0", Owner: lease.RunnerOwner("s0-1", "web-1-42-aa") + "/run"},
+		{ShardID: "s1", Owner: lease.RunnerOwner("s1-1", "web-1-42-aa")},
+		{ShardID: "s2", Owner: lease.RunnerOwner("s2-1", "web-2-43-bb")},
+		{ShardID: "s3"},
+	}
+	var b strings.Builder
+	printRunners(&b, hs, rows, now)
+	out := b.String()
+	for runner, want := range map[string][]string{
+		"web-1-42-aa": {"web-1", "42", "2 (2 at its last beat)", "1.2s ago by its clock"},
+		"web-2-43-bb": {"web-2", "43", "1 (1 at its last beat)", "in 30s by its clock (clocks differ)"},
+		"web-3-44-cc": {"0 (0 at its last beat)", "leaving or not yet beating"},
+	} {
+		l := line(t, out, runner)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("%s: line %q lacks %q", runner, l, w)
+			}
+		}
+	}
+	b.Reset()
+	printRunners(&b, nil, rows, now)
+	if b.Len() != 0 {
+		t.Errorf("without runners status prints %q, want nothing", b.String())
+	}
 }

@@ -1,8 +1,10 @@
-// Command coordinator is the Lambda the EventBridge schedule runs once a
-// minute: it relists the stream's shards every 10 s for its window, takes the
-// lease of each leasable shard and starts a shard loop for it. A reader's
-// nudge ({"nudge":true}) runs one pass at once.
-// Configuration: see internal/lambdaenv.
+// Command coordinator is the Lambda that takes shard leases and starts shard
+// loops, run when there is something to do: the EventBridge schedule once a
+// minute (one pass; with SHARDLOOP_WINDOW, a relisting window), a reader's
+// nudge ({"nudge":true}, one pass), and a shard loop's execution that ended
+// FAILED, TIMED_OUT or ABORTED (an EventBridge rule on the state machine's
+// status changes: it watches that shard until its lease lapses, then takes
+// it). See internal/handlers; configuration: internal/lambdaenv.
 package main
 
 import (

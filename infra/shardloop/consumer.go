@@ -20,13 +20,18 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shardloop/shardloop/internal/handlers"
+	"github.com/shardloop/shardloop/internal/lambdaenv"
+	"github.com/shardloop/shardloop/pkg/metrics"
 )
 
 // Metric names and namespace the functions publish in the embedded metric
 // format, with the dimension Stream (and Stream, Shard).
 const (
-	MetricNamespace = "Shardloop"
-	StreamDimension = "Stream"
+	MetricNamespace = metrics.DefaultNamespace
+	StreamDimension = metrics.DimStream
+	ShardDimension  = metrics.DimShard
 )
 
 // Consumer is a deployed shardloop subscription: one stream, one target.
@@ -40,7 +45,10 @@ type Consumer struct {
 	ShardReader  awslambda.Function
 	StateMachine awsstepfunctions.StateMachine
 	Schedule     awsevents.Rule
-	Dashboard    awscloudwatch.Dashboard
+	// FailedExecutions runs the coordinator for each shard loop execution
+	// that ends FAILED, TIMED_OUT or ABORTED.
+	FailedExecutions awsevents.Rule
+	Dashboard        awscloudwatch.Dashboard
 	// Alarms by name: TargetErrors, GivenUpBatches, Lag, ExecutionsFailed,
 	// CoordinatorErrors, StreamNotFound, StaleConfiguration. Add actions (an SNS topic) to them
 	// as needed.
@@ -141,6 +149,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		"SHARDLOOP_POLL_INTERVAL":        jsii.String(envDuration(p.PollInterval)),
 		"SHARDLOOP_RUN_LENGTH":           jsii.String(envDuration(p.RunLength)),
 		"SHARDLOOP_MAX_ITERATIONS":       jsii.String(strconv.Itoa(p.MaxIterations)),
+		lambdaenv.VarPerShardLag:         jsii.String(strconv.FormatBool(p.PerShardLagMetric)),
 		// The records' invokeIdentityArn: the role that invokes the target,
 		// as Lambda's own trigger reports its function's role.
 		"SHARDLOOP_INVOKE_IDENTITY_ARN": readerRole.RoleArn(),
@@ -148,6 +157,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	for k, v := range failurePolicyEnv(&p) {
 		readerEnv[k] = jsii.String(v)
 	}
+	readerEnv["SHARDLOOP_PARALLELIZATION_FACTOR"] = jsii.String(strconv.Itoa(p.ParallelizationFactor))
 	if arn := c.onFailure(readerRole, &p); arn != nil {
 		readerEnv["SHARDLOOP_ON_FAILURE_DESTINATION"] = arn
 	}
@@ -159,7 +169,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		Code:         readerCode,
 		Role:         readerRole,
 		MemorySize:   jsii.Number(float64(p.ShardReaderMemoryMiB)),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number((p.RunLength + shardReaderMargin).Seconds())),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(lambdaenv.ShardReaderTimeout(p.RunLength).Seconds())),
 		LogGroup:     readerLogs,
 		Environment:  &readerEnv,
 	})
@@ -184,7 +194,8 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		},
 	})
 
-	// The coordinator, run every minute.
+	// The coordinator, run every minute and whenever a shard loop's
+	// execution fails.
 	coordinatorLogs := c.logGroup("CoordinatorLogs", nil, &p)
 	coordinatorRole := c.role("CoordinatorRole", "lambda.amazonaws.com", "shardloop coordinator: lists shards, takes leases, starts shard loops")
 	allow(coordinatorRole, "ListShards", []string{"kinesis:DescribeStreamSummary", "kinesis:ListShards"}, streamArn)
@@ -200,7 +211,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		Code:          coordinatorCode,
 		Role:          coordinatorRole,
 		MemorySize:    jsii.Number(float64(p.CoordinatorMemoryMiB)),
-		Timeout:       awscdk.Duration_Seconds(jsii.Number((p.Window + coordinatorMargin).Seconds())),
+		Timeout:       awscdk.Duration_Seconds(jsii.Number(lambdaenv.CoordinatorTimeout(p.Window, p.RunLength).Seconds())),
 		LogGroup:      coordinatorLogs,
 		RetryAttempts: jsii.Number(0), // the next minute's run (or a nudge) does the work again
 		Environment:   coordinatorEnv(&p, streamArn, c.LeaseTable.TableName(), c.StateMachine.StateMachineArn(), targetArn),
@@ -212,6 +223,29 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 			awseventstargets.NewLambdaFunction(c.Coordinator, &awseventstargets.LambdaFunctionProps{
 				RetryAttempts: jsii.Number(0),
 				MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(1)),
+			}),
+		},
+	})
+	// A shard loop whose execution fails (its shardreader crashed, timed
+	// out or kept being throttled) or is stopped leaves its shard to take
+	// over: the coordinator watches that lease until it lapses, then takes
+	// it (internal/handlers). The status-change events are AWS service
+	// events on the default bus: they cost nothing. Delivery is retried for
+	// a few minutes; the schedule's passes take the shard if it is lost.
+	c.FailedExecutions = awsevents.NewRule(c.Construct, jsii.String("FailedExecutions"), &awsevents.RuleProps{
+		Description: jsii.String("shardloop: run the coordinator when a shard loop execution ends FAILED, TIMED_OUT or ABORTED"),
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings(handlers.ExecutionSource),
+			DetailType: jsii.Strings(handlers.ExecutionStatusDetailType),
+			Detail: &map[string]any{
+				"stateMachineArn": []*string{c.StateMachine.StateMachineArn()},
+				"status":          handlers.FailedStatuses,
+			},
+		},
+		Targets: &[]awsevents.IRuleTarget{
+			awseventstargets.NewLambdaFunction(c.Coordinator, &awseventstargets.LambdaFunctionProps{
+				RetryAttempts: jsii.Number(2),
+				MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(5)),
 			}),
 		},
 	})
@@ -233,9 +267,9 @@ func coordinatorEnv(p *ConsumerProps, stream, table, stateMachine, target *strin
 		"SHARDLOOP_TARGET_FUNCTION":   target,
 		"SHARDLOOP_BATCH_SIZE":        jsii.String(strconv.Itoa(p.BatchSize)),
 		"SHARDLOOP_POLL_INTERVAL":     jsii.String(envDuration(p.PollInterval)),
-		"SHARDLOOP_RUN_LENGTH":        jsii.String(envDuration(p.RunLength)),
-		"SHARDLOOP_CREATE_SHARDS":     jsii.String("0"), // the stream is created here, by CloudFormation, if at all
-		"SHARDLOOP_WINDOW":            jsii.String(envDuration(p.Window)),
+		"SHARDLOOP_RUN_LENGTH":        jsii.String(envDuration(p.RunLength)), // bounds a watch after a failed loop
+		"SHARDLOOP_CREATE_SHARDS":     jsii.String("0"),                      // the stream is created here, by CloudFormation, if at all
+		"SHARDLOOP_WINDOW":            jsii.String(envDuration(p.Window)),    // 0s: no window
 	}
 	if p.StartPosition != "" {
 		env["SHARDLOOP_START_POSITION"] = jsii.String(p.StartPosition)
@@ -292,12 +326,14 @@ func failurePolicyEnv(p *ConsumerProps) map[string]string {
 
 // onFailure grants the shardreader what sending to the on-failure
 // destination takes, and nothing when there is none: GetQueueUrl and
-// SendMessage on the queue, or Publish on the topic, plus the use of its
-// KMS key when it has one. It returns the destination's ARN, or nil.
+// SendMessage on the queue, Publish on the topic, or PutObject on the
+// bucket's objects, plus the use of its KMS key when it has one. It returns
+// the destination's ARN, or nil.
 func (c *Consumer) onFailure(role awsiam.Role, p *ConsumerProps) *string {
 	const sid = "OnFailureDestination"
 	sqsActions := []string{"sqs:GetQueueUrl", "sqs:SendMessage"}
 	snsActions := []string{"sns:Publish"}
+	s3Actions := []string{"s3:PutObject"}
 	switch {
 	case p.OnFailureQueue != nil:
 		allow(role, sid, sqsActions, p.OnFailureQueue.QueueArn())
@@ -311,8 +347,17 @@ func (c *Consumer) onFailure(role awsiam.Role, p *ConsumerProps) *string {
 			key.Grant(role, jsii.String("kms:Decrypt"), jsii.String("kms:GenerateDataKey"))
 		}
 		return p.OnFailureTopic.TopicArn()
+	case p.OnFailureBucket != nil:
+		allow(role, sid, s3Actions, p.OnFailureBucket.ArnForObjects(jsii.String("*")))
+		if key := p.OnFailureBucket.EncryptionKey(); key != nil {
+			key.Grant(role, jsii.String("kms:GenerateDataKey"))
+		}
+		return p.OnFailureBucket.BucketArn()
 	case strings.HasPrefix(p.OnFailureDestination, "arn:") && strings.Split(p.OnFailureDestination, ":")[2] == "sqs":
 		allow(role, sid, sqsActions, jsii.String(p.OnFailureDestination))
+		return jsii.String(p.OnFailureDestination)
+	case strings.HasPrefix(p.OnFailureDestination, "arn:") && strings.Split(p.OnFailureDestination, ":")[2] == "s3":
+		allow(role, sid, s3Actions, jsii.String(p.OnFailureDestination+"/*"))
 		return jsii.String(p.OnFailureDestination)
 	case p.OnFailureDestination != "":
 		allow(role, sid, snsActions, jsii.String(p.OnFailureDestination))

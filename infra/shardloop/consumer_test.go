@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -55,7 +57,7 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 		timeout float64
 		env     map[string]any
 	}{
-		{"coordinator", coordinator, 70, map[string]any{
+		{"coordinator", coordinator, 635, map[string]any{
 			"SHARDLOOP_STREAM":            streamArn,
 			"SHARDLOOP_LEASE_TABLE":       map[string]any{"Ref": tableID},
 			"SHARDLOOP_STATE_MACHINE_ARN": map[string]any{"Ref": machineID},
@@ -64,24 +66,27 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 			// no checkpoint ever moves.
 			"SHARDLOOP_BATCH_SIZE":    "100",
 			"SHARDLOOP_POLL_INTERVAL": "1s",
-			"SHARDLOOP_RUN_LENGTH":    "60s",
+			"SHARDLOOP_RUN_LENGTH":    "600s",
 			"SHARDLOOP_CREATE_SHARDS": "0",
-			"SHARDLOOP_WINDOW":        "55s",
+			"SHARDLOOP_WINDOW":        "0s",
 		}},
-		{"shardreader", reader, 120, map[string]any{
+		{"shardreader", reader, 660, map[string]any{
 			"SHARDLOOP_LEASE_TABLE":          map[string]any{"Ref": tableID},
 			"SHARDLOOP_TARGET_FUNCTION":      testTarget,
 			"SHARDLOOP_COORDINATOR_FUNCTION": name,
 			"SHARDLOOP_BATCH_SIZE":           "100",
 			"SHARDLOOP_POLL_INTERVAL":        "1s",
-			"SHARDLOOP_RUN_LENGTH":           "60s",
+			"SHARDLOOP_RUN_LENGTH":           "600s",
 			"SHARDLOOP_MAX_ITERATIONS":       "500",
+			"SHARDLOOP_PER_SHARD_LAG":        "false",
 			"SHARDLOOP_INVOKE_IDENTITY_ARN":  map[string]any{"Fn::GetAtt": []any{readerRoleID, "Arn"}},
 			"SHARDLOOP_MAX_RETRY_ATTEMPTS":   "-1",
 			"SHARDLOOP_MAX_RECORD_AGE":       "-1",
 			"SHARDLOOP_BISECT_ON_ERROR":      "false",
 			"SHARDLOOP_BATCHING_WINDOW":      "0s",
 			"SHARDLOOP_DEAGGREGATE":          "false",
+			// One lane: the shard's records in order, as before lanes.
+			"SHARDLOOP_PARALLELIZATION_FACTOR": "1",
 		}},
 	} {
 		p := tc.fn.Properties
@@ -117,8 +122,85 @@ func TestSchedule_RunsTheCoordinatorEveryMinuteWithoutRetries(t *testing.T) {
 	if got, want := canon(t, target["Arn"]), canon(t, map[string]any{"Fn::GetAtt": []any{coordinatorID, "Arn"}}); got != want {
 		t.Errorf("target = %s, want %s", got, want)
 	}
-	if len(tmpl.ofType("AWS::Lambda::Permission")) != 1 {
-		t.Errorf("lambda permissions: %v, want the rule's alone", tmpl.ofType("AWS::Lambda::Permission"))
+	if len(tmpl.ofType("AWS::Lambda::Permission")) != 2 {
+		t.Errorf("lambda permissions: %v, want the two rules' alone", tmpl.ofType("AWS::Lambda::Permission"))
+	}
+}
+
+// The coordinator runs for this state machine's executions that end FAILED,
+// TIMED_OUT or ABORTED, and for nothing else of Step Functions: the rule
+// filters on the state machine's ARN and the three statuses, and only the
+// two rules may invoke the coordinator.
+func TestFailedExecutionsRule_InvokesTheCoordinatorForThisStateMachinesFailuresOnly(t *testing.T) {
+	tmpl := defaultTemplate(t)
+	coordinatorID, _ := tmpl.byPrefix(t, "AWS::Lambda::Function", "ConsumerCoordinator")
+	machineID, _ := tmpl.byPrefix(t, "AWS::StepFunctions::StateMachine", "ConsumerShardLoop")
+	ruleID, rule := tmpl.byPrefix(t, "AWS::Events::Rule", "ConsumerFailedExecutions")
+	want := raw(t, `{
+		"source": ["aws.states"],
+		"detail-type": ["Step Functions Execution Status Change"],
+		"detail": {"stateMachineArn": [{"Ref": "`+machineID+`"}], "status": ["FAILED", "TIMED_OUT", "ABORTED"]}
+	}`)
+	if got := canon(t, rule.Properties["EventPattern"]); got != canon(t, want) {
+		t.Errorf("event pattern\n got %s\nwant %s", got, canon(t, want))
+	}
+	if rule.Properties["ScheduleExpression"] != nil || rule.Properties["State"] != "ENABLED" {
+		t.Errorf("rule = %s, want an enabled pattern rule", canon(t, rule.Properties))
+	}
+	targets := rule.Properties["Targets"].([]any)
+	if len(targets) != 1 {
+		t.Fatalf("targets: %v", targets)
+	}
+	target := targets[0].(map[string]any)
+	if got, want := canon(t, target["Arn"]), canon(t, map[string]any{"Fn::GetAtt": []any{coordinatorID, "Arn"}}); got != want {
+		t.Errorf("target = %s, want %s", got, want)
+	}
+	if got := canon(t, target["RetryPolicy"]); got != `{"MaximumEventAgeInSeconds":300,"MaximumRetryAttempts":2}` {
+		t.Errorf("retry policy = %s", got)
+	}
+	var sources []string
+	for _, id := range tmpl.ofType("AWS::Lambda::Permission") {
+		p := tmpl.Resources[id].Properties
+		if canon(t, p["FunctionName"]) != canon(t, map[string]any{"Fn::GetAtt": []any{coordinatorID, "Arn"}}) || p["Principal"] != "events.amazonaws.com" {
+			t.Errorf("permission %s = %s, want events.amazonaws.com on the coordinator", id, canon(t, p))
+		}
+		sources = append(sources, canon(t, p["SourceArn"]))
+	}
+	if !slices.Contains(sources, canon(t, map[string]any{"Fn::GetAtt": []any{ruleID, "Arn"}})) {
+		t.Errorf("permission sources %v lack the rule %s", sources, ruleID)
+	}
+}
+
+// The per-shard lag metric is off by default; on, the shardreader publishes
+// it and the dashboard graphs it, while the Lag alarm keeps reading the
+// stream's maximum.
+func TestPerShardLagMetric_TurnsOnThePerShardMetricAndItsGraph(t *testing.T) {
+	if strings.Contains(string(defaultRaw), "SEARCH(") {
+		t.Error("the default dashboard searches per-shard metrics that are not published")
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := newTestStack(app, "S")
+	p := baseProps(t)
+	p.PerShardLagMetric = true
+	if _, err := NewConsumer(stack, "C", &p); err != nil {
+		t.Fatal(err)
+	}
+	var tmpl cfn
+	if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
+	if env := canon(t, reader.Properties["Environment"]); !strings.Contains(env, `"SHARDLOOP_PER_SHARD_LAG":"true"`) {
+		t.Errorf("shardreader environment %s lacks SHARDLOOP_PER_SHARD_LAG=true", env)
+	}
+	_, dash := tmpl.byPrefix(t, "AWS::CloudWatch::Dashboard", "CDashboard")
+	body := canon(t, dash.Properties["DashboardBody"])
+	if !strings.Contains(body, `SEARCH('{Shardloop,Stream,Shard} MetricName=\\\"MillisBehindLatest\\\" Stream=\\\"orders\\\"', 'Maximum', 60)`) {
+		t.Errorf("dashboard has no per-shard lag search: %s", body)
+	}
+	_, lag := tmpl.byPrefix(t, "AWS::CloudWatch::Alarm", "CLagAlarm")
+	if got := canon(t, lag.Properties["Dimensions"]); got != `[{"Name":"Stream","Value":"orders"}]` {
+		t.Errorf("lag alarm dimensions %s, want the stream's alone", got)
 	}
 }
 
@@ -376,11 +458,15 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"StartPosition", func(p *ConsumerProps, _ awscdk.Stack) { p.StartPosition = "timestamp:yesterday" }},
 		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = 10001 }},
 		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = -5 }},
+		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = MaxParallelizationFactor + 1 }},
+		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = -1 }},
 		{"PollInterval", func(p *ConsumerProps, _ awscdk.Stack) { p.PollInterval = 50 * time.Millisecond }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 15 * time.Minute }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 1500 * time.Millisecond }},
 		{"MaxIterations", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxIterations = 5000 }},
-		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = time.Second }},
+		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = 1500 * time.Millisecond }},
+		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = 15 * time.Minute }},
+		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = -time.Second }},
 		{"ShardReaderMemoryMiB", func(p *ConsumerProps, _ awscdk.Stack) { p.ShardReaderMemoryMiB = 64 }},
 		{"LeaseTableName", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "x" }},
 		{"LeaseTable", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "leases"; p.DisableLeaseTablePITR = true }},
@@ -390,8 +476,11 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 30 * time.Second }},
 		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 8 * 24 * time.Hour }},
 		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 301 * time.Second }},
-		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 60 * time.Second }}, // = RunLength
-		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::bucket" }},
+		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength, p.BatchingWindow = time.Minute, time.Minute }}, // = RunLength
+		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::Not_A_Bucket" }},
+		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.OnFailureDestination = "arn:aws:s3:eu-west-1:123456789012:bucket"
+		}},
 		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
 			p.OnFailureDestination = "arn:aws:sqs:eu-west-1:123456789012:failed.fifo"
 		}},
@@ -485,18 +574,32 @@ func TestNewConsumer_CreatedStreamExistingTableAndTargetFunction(t *testing.T) {
 func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 	const queueArn = "arn:aws:sqs:eu-west-1:123456789012:orders-failed"
 	for _, tc := range []struct {
-		name    string
-		set     func(*ConsumerProps, awscdk.Stack)
-		actions []string
-		arn     func(tmpl cfn) string // canonical resource and env value
+		name     string
+		set      func(*ConsumerProps, awscdk.Stack)
+		actions  []string
+		arn      func(tmpl cfn) string // canonical env value (and resource, unless resource is set)
+		resource func(tmpl cfn) string
 	}{
 		{"SQSQueueARN", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = queueArn },
-			[]string{"sqs:GetQueueUrl", "sqs:SendMessage"}, func(cfn) string { return canon(t, queueArn) }},
+			[]string{"sqs:GetQueueUrl", "sqs:SendMessage"}, func(cfn) string { return canon(t, queueArn) }, nil},
 		{"SNSTopicConstruct", func(p *ConsumerProps, s awscdk.Stack) {
 			p.OnFailureTopic = awssns.NewTopic(s, jsii.String("Failed"), nil)
 		}, []string{"sns:Publish"}, func(tmpl cfn) string {
 			id, _ := tmpl.byPrefix(t, "AWS::SNS::Topic", "Failed")
 			return canon(t, map[string]any{"Ref": id})
+		}, nil},
+		// A bucket: PutObject on its objects alone.
+		{"S3BucketARN", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::orders-failed" },
+			[]string{"s3:PutObject"}, func(cfn) string { return canon(t, "arn:aws:s3:::orders-failed") },
+			func(cfn) string { return canon(t, "arn:aws:s3:::orders-failed/*") }},
+		{"S3BucketConstruct", func(p *ConsumerProps, s awscdk.Stack) {
+			p.OnFailureBucket = awss3.NewBucket(s, jsii.String("Failed"), nil)
+		}, []string{"s3:PutObject"}, func(tmpl cfn) string {
+			id, _ := tmpl.byPrefix(t, "AWS::S3::Bucket", "Failed")
+			return canon(t, map[string]any{"Fn::GetAtt": []any{id, "Arn"}})
+		}, func(tmpl cfn) string {
+			id, _ := tmpl.byPrefix(t, "AWS::S3::Bucket", "Failed")
+			return canon(t, map[string]any{"Fn::Join": []any{"", []any{map[string]any{"Fn::GetAtt": []any{id, "Arn"}}, "/*"}}})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -513,22 +616,25 @@ func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 			if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
 				t.Fatal(err)
 			}
-			want := tc.arn(tmpl)
+			want, resource := tc.arn(tmpl), tc.arn(tmpl)
+			if tc.resource != nil {
+				resource = tc.resource(tmpl)
+			}
 			var found []statement
 			for _, s := range rolePolicy(t, tmpl, "CShardReaderRole") {
 				if s.Sid == "OnFailureDestination" {
 					found = append(found, s)
 				}
 				for _, a := range s.Actions {
-					if strings.HasPrefix(a, "sqs:") || strings.HasPrefix(a, "sns:") {
+					if strings.HasPrefix(a, "sqs:") || strings.HasPrefix(a, "sns:") || strings.HasPrefix(a, "s3:") {
 						if s.Sid != "OnFailureDestination" {
 							t.Errorf("statement %s grants %s", s.Sid, a)
 						}
 					}
 				}
 			}
-			if len(found) != 1 || !reflect.DeepEqual(found[0].Actions, tc.actions) || !reflect.DeepEqual(found[0].Resources, []string{want}) {
-				t.Fatalf("OnFailureDestination statements = %+v, want %v on %s", found, tc.actions, want)
+			if len(found) != 1 || !reflect.DeepEqual(found[0].Actions, tc.actions) || !reflect.DeepEqual(found[0].Resources, []string{resource}) {
+				t.Fatalf("OnFailureDestination statements = %+v, want %v on %s", found, tc.actions, resource)
 			}
 			if n := len(rolePolicy(t, tmpl, "CCoordinatorRole")); n != 4 {
 				t.Errorf("coordinator role has %d statements, want its 4", n)
@@ -548,17 +654,53 @@ func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 	}
 }
 
+// Without a window the coordinator's timeout leaves room for a watch after
+// a failed loop (the run length and two leases); with one, for the window
+// too, whichever is longer, within Lambda's 15 minutes.
+func TestWindow_IsOptionalAndTheCoordinatorsTimeoutFitsAWatchAndTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		window, run time.Duration
+		timeout     float64
+		env         string
+	}{
+		{0, 0, 635, "0s"},
+		{55 * time.Second, 30 * time.Second, 70, "55s"},
+		{5 * time.Minute, 30 * time.Second, 315, "300s"},
+		{14 * time.Minute, 14 * time.Minute, 875, "840s"},
+	} {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+		stack := newTestStack(app, "S")
+		p := baseProps(t)
+		p.Window, p.RunLength = tc.window, tc.run
+		if _, err := NewConsumer(stack, "C", &p); err != nil {
+			t.Fatal(err)
+		}
+		var tmpl cfn
+		if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		_, coordinator := tmpl.byPrefix(t, "AWS::Lambda::Function", "CCoordinator")
+		env := canon(t, coordinator.Properties["Environment"])
+		if coordinator.Properties["Timeout"] != tc.timeout || !strings.Contains(env, `"SHARDLOOP_WINDOW":"`+tc.env+`"`) {
+			t.Errorf("window %v, run %v: timeout %v, environment %s; want %v and SHARDLOOP_WINDOW=%s", tc.window, tc.run,
+				coordinator.Properties["Timeout"], env, tc.timeout, tc.env)
+		}
+	}
+}
+
 func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
 		CtxMaxRetryAttempts: "3", CtxMaxRecordAge: "2h", CtxBisectOnError: "true",
 		CtxOnFailure: "arn:aws:sns:eu-west-1:123456789012:failed", CtxBatchingWindow: "10s", CtxDeaggregate: "true",
+		CtxPerShardLag: "true", CtxWindow: "0s",
 	}})
 	p, err := PropsFromContext(app.Node())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.MaxRetryAttempts == nil || *p.MaxRetryAttempts != 3 || p.MaxRecordAge != 2*time.Hour || !p.BisectOnError ||
-		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.BatchingWindow != 10*time.Second || !p.Deaggregate {
+		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.BatchingWindow != 10*time.Second || !p.Deaggregate ||
+		!p.PerShardLagMetric || p.Window != 0 {
 		t.Fatalf("props = %+v", p)
 	}
 	defaults := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
@@ -574,3 +716,35 @@ func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// ParallelizationFactor reaches the shardreader as
+// SHARDLOOP_PARALLELIZATION_FACTOR, from the prop or the context key, within
+// the reader's own bounds.
+func TestNewConsumer_ParallelizationFactorReachesTheShardReader(t *testing.T) {
+	if MaxParallelizationFactor != 10 || DefaultParallelizationFactor != 1 {
+		t.Fatalf("bounds %d..%d, want Lambda's 1..10", DefaultParallelizationFactor, MaxParallelizationFactor)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := newTestStack(app, "S")
+	p := baseProps(t)
+	p.ParallelizationFactor = 4
+	if _, err := NewConsumer(stack, "C", &p); err != nil {
+		t.Fatal(err)
+	}
+	var tmpl cfn
+	if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
+	if env := canon(t, reader.Properties["Environment"]); !strings.Contains(env, `"SHARDLOOP_PARALLELIZATION_FACTOR":"4"`) {
+		t.Errorf("shardreader environment %s lacks SHARDLOOP_PARALLELIZATION_FACTOR 4", env)
+	}
+	ctx := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxParallelization: "7"}})
+	if cp, err := PropsFromContext(ctx.Node()); err != nil || cp.ParallelizationFactor != 7 {
+		t.Errorf("context %s=7: %+v, %v", CtxParallelization, cp.ParallelizationFactor, err)
+	}
+	bad := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxParallelization: "many"}})
+	if _, err := PropsFromContext(bad.Node()); err == nil || !strings.Contains(err.Error(), CtxParallelization) {
+		t.Errorf("context %s=many: err = %v, want one naming the key", CtxParallelization, err)
+	}
+}

@@ -3,10 +3,13 @@
 // Kinesis data stream that delivers every record to a target Lambda function.
 //
 // NewConsumer creates, in the scope it is given: the DynamoDB lease table (or
-// uses an existing one), the coordinator Lambda run every minute by an
-// EventBridge rule, the shardreader Lambda, the Standard state machine "shard
-// loop", least-privilege IAM roles, log groups with a retention, CloudWatch
-// alarms and a dashboard.
+// uses an existing one), the coordinator Lambda with two EventBridge rules
+// that run it (a one-minute schedule, and the shard loop's executions that
+// end FAILED, TIMED_OUT or ABORTED), the shardreader Lambda, the Standard
+// state machine "shard loop", least-privilege IAM roles, log groups with a
+// retention, CloudWatch alarms and a dashboard. The defaults are the floor of
+// the design's cost (docs/deploy.md): 10-minute runs, no coordinator window,
+// the lag metric per stream.
 //
 // It needs nothing but the app's Go module and a go command. The Lambda code
 // is built from source when the app is synthesized: CoordinatorPackage and

@@ -1,6 +1,8 @@
 package shardloop
 
 import (
+	"fmt"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/jsii-runtime-go"
@@ -33,7 +35,10 @@ func (c *Consumer) observe(p *ConsumerProps, base string) {
 		c.metric("TargetErrors", "Sum", 5), 1, 1)
 	alarm("GivenUpBatches", "shardloop: batches were given up after repeated target failures",
 		c.metric("GivenUpBatches", "Sum", 5), 1, 1)
-	alarm("Lag", "shardloop: a shard's reader is behind the tip of the stream (MillisBehindLatest) for 5 minutes",
+	// The lag alarm reads the stream's MillisBehindLatest, whose Maximum is
+	// the most-behind shard's: it is published whether or not the per-shard
+	// metric is (PerShardLagMetric).
+	alarm("Lag", "shardloop: a shard's reader is behind the tip of the stream (MillisBehindLatest, the stream's most-behind shard) for 5 minutes",
 		c.metric("MillisBehindLatest", "Maximum", 1), float64(p.LagAlarmThreshold.Milliseconds()), 5)
 	alarm("ExecutionsFailed", "shardloop: shard loop executions failed (the coordinator restarts them once their lease expires)",
 		c.StateMachine.MetricFailed(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}), 1, 1)
@@ -52,13 +57,23 @@ func (c *Consumer) observe(p *ConsumerProps, base string) {
 			Title: jsii.String(name), Alarm: c.Alarms[name], Width: jsii.Number(8), Height: jsii.Number(4),
 		}))
 	}
+	lag := []awscloudwatch.IMetric{c.metric("MillisBehindLatest", "Maximum", 1)}
+	if p.PerShardLagMetric {
+		// One line per shard, from the [Stream, Shard] metrics.
+		lag = append(lag, awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="MillisBehindLatest" %s="%s"', 'Maximum', 60)`,
+				MetricNamespace, StreamDimension, ShardDimension, StreamDimension, *c.StreamDimensionValue)),
+			Label:  jsii.String(""),
+			Period: awscdk.Duration_Minutes(jsii.Number(1)),
+		}))
+	}
 	c.Dashboard = awscloudwatch.NewDashboard(c.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(base + "-shardloop"),
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{
 				graph("Records delivered and batches", c.metric("RecordsDelivered", "Sum", 5), c.metric("Batches", "Sum", 5)),
 				graph("Target errors and given-up batches", c.metric("TargetErrors", "Sum", 5), c.metric("GivenUpBatches", "Sum", 5)),
-				graph("Lag: MillisBehindLatest (max)", c.metric("MillisBehindLatest", "Maximum", 1)),
+				graph("Lag: MillisBehindLatest (stream max, and per shard when published)", lag...),
 			},
 			{
 				graph("Leases", c.metric("LeaseTakes", "Sum", 5), c.metric("LeaseLosses", "Sum", 5), c.metric("ShardEnds", "Sum", 5)),

@@ -15,19 +15,25 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+
+	"github.com/shardloop/shardloop/internal/lambdaenv"
 )
 
-// Defaults, as documented on ConsumerProps. They match the defaults the
-// functions apply when a variable is unset.
+// Defaults, as documented on ConsumerProps. They are the defaults the
+// functions apply when a variable is unset (internal/lambdaenv).
 const (
-	DefaultBatchSize        = 100
-	DefaultPollInterval     = time.Second
-	DefaultRunLength        = 60 * time.Second
-	DefaultMaxIterations    = 500
-	DefaultWindow           = 55 * time.Second
+	DefaultBatchSize     = lambdaenv.DefaultBatchSize
+	DefaultPollInterval  = lambdaenv.DefaultPollInterval
+	DefaultRunLength     = lambdaenv.DefaultRunLength
+	DefaultMaxIterations = lambdaenv.DefaultMaxIterations
+	// DefaultWindow is no window: the coordinator passes once per
+	// scheduled invocation and otherwise runs for events (a failed
+	// execution, a reader's nudge).
+	DefaultWindow           = lambdaenv.DefaultWindow
 	DefaultMemoryMiB        = 128
 	DefaultLagAlarm         = 5 * time.Minute
 	DefaultLogRetention     = awslogs.RetentionDays_ONE_MONTH
@@ -42,35 +48,35 @@ const (
 // stream.
 const NoLimit = -1
 
-// Limits checked by validate.
+// Limits checked by validate: the functions' own (internal/lambdaenv), one
+// definition each.
 const (
-	MaxBatchSize = 10000
+	MaxBatchSize = lambdaenv.MaxBatchSize
 	// MaxRunLength keeps the shardreader's timeout (run length + 60 s) within
 	// Lambda's 15-minute limit.
-	MaxRunLength = 14 * time.Minute
-	MinRunLength = 5 * time.Second
+	MaxRunLength = lambdaenv.MaxRunLength
+	MinRunLength = lambdaenv.MinRunLength
 	// MinPollInterval keeps one reader within a shard's 5 GetRecords calls
 	// per second.
-	MinPollInterval = 200 * time.Millisecond
+	MinPollInterval = lambdaenv.MinPollInterval
 	// MaxIterations bounds the history of one execution: an iteration costs
 	// 7 history events, 25 with every Read retried to its limit, so 900
 	// iterations stay below 25,000 events even then (see docs/deploy.md).
-	MaxIterations = 900
-	MinWindow     = 10 * time.Second
-	// MaxWindow keeps the coordinator's timeout (window + 15 s) within 15 min.
-	MaxWindow = 14 * time.Minute
+	MaxIterations = lambdaenv.MaxIterations
+	// MinWindow and MaxWindow bound a window when one is given; the
+	// coordinator's timeout is then at least the window + 15 s, within
+	// 15 min.
+	MinWindow = lambdaenv.MinWindow
+	MaxWindow = lambdaenv.MaxWindow
 	// Failure-policy limits, Lambda's own for its Kinesis trigger.
-	MaxRetryAttempts  = 10000
-	MinRecordAge      = 60 * time.Second
-	MaxRecordAge      = 168 * time.Hour
-	MaxBatchingWindow = 300 * time.Second
-)
-
-// shardReaderMargin is added to the run length to make the shardreader's
-// timeout; coordinatorMargin is added to the window for the coordinator's.
-const (
-	shardReaderMargin = 60 * time.Second
-	coordinatorMargin = 15 * time.Second
+	MaxRetryAttempts  = lambdaenv.MaxRetryAttempts
+	MinRecordAge      = lambdaenv.MinRecordAge
+	MaxRecordAge      = lambdaenv.MaxRecordAge
+	MaxBatchingWindow = lambdaenv.MaxBatchingWindow
+	// DefaultParallelizationFactor and MaxParallelizationFactor bound
+	// ParallelizationFactor: the reader's own, Lambda's for its trigger.
+	DefaultParallelizationFactor = lambdaenv.DefaultParallelizationFactor
+	MaxParallelizationFactor     = lambdaenv.MaxParallelizationFactor
 )
 
 // ConsumerProps configures a Consumer. The zero value of every optional field
@@ -99,17 +105,40 @@ type ConsumerProps struct {
 	// BatchSize is the most records per GetRecords call and per target
 	// invocation: 1 to 10,000, default 100.
 	BatchSize int
+	// ParallelizationFactor is the number of lanes delivering one shard's
+	// records concurrently, by a hash of their partition key, as Lambda's
+	// ParallelizationFactor: 1 (default) to 10. One key's records stay in
+	// order; a failing record holds back only its lane. A shard then holds
+	// up to ParallelizationFactor + 1 concurrent Lambda executions (its
+	// shardreader and a target invocation per lane): docs/deploy.md.
+	ParallelizationFactor int
 	// PollInterval is the wait after an empty read: at least 200 ms, default 1 s.
 	PollInterval time.Duration
 	// RunLength bounds one shardreader invocation: 5 s to 14 min, default
-	// 60 s. The shardreader's timeout is RunLength + 60 s.
+	// 10 min. The shardreader's timeout is RunLength + 60 s. Each run costs
+	// two state transitions, so a shorter run costs more ($2.16 a
+	// shard-month at 1 min, $0.22 at 10 min); a longer one takes longer to
+	// bring new shardreader code or settings to every loop (its next run),
+	// and the run of an execution that was stopped reads on until its end
+	// (docs/deploy.md, "Run length").
 	RunLength time.Duration
 	// MaxIterations is the number of shardreader invocations per execution
 	// before the loop continues as a new execution: 1 to 900, default 500.
 	MaxIterations int
-	// Window is how long one coordinator invocation keeps relisting shards:
-	// 10 s to 14 min, default 55 s. The coordinator's timeout is Window + 15 s.
+	// Window, when set, makes each scheduled coordinator invocation relist
+	// shards every 10 s for that long (1 s to 14 min, whole seconds) instead
+	// of passing once: the shape before the coordinator ran for events,
+	// costing about $4 a month of coordinator compute at 55 s. Default 0, no
+	// window. A failed execution's watch and the nudges work either way.
+	// The coordinator's timeout is max(Window, RunLength + 20 s) + 15 s.
 	Window time.Duration
+	// PerShardLagMetric publishes MillisBehindLatest per shard (the Shard
+	// dimension), one CloudWatch custom metric per shard ($0.30 a
+	// shard-month), and adds a per-shard lag graph to the dashboard.
+	// Default false: the metric is the stream's maximum (what the Lag alarm
+	// reads); each shard's figure is still in the shardreader's EMF log
+	// lines and in shardloop status.
+	PerShardLagMetric bool
 
 	// LeaseTable is an existing lease table (partition key lease_key, a
 	// string). When nil a table is created: PAY_PER_REQUEST, point-in-time
@@ -153,13 +182,17 @@ type ConsumerProps struct {
 	BisectOnError bool
 	// The on-failure destination that receives a record of each batch given
 	// up (stream, shard, sequence numbers, arrival times, the error): at most
-	// one of OnFailureDestination (a standard SQS queue or SNS topic ARN),
-	// OnFailureQueue or OnFailureTopic. The shardreader may send to it and
-	// nothing else. Without one, a given-up batch is logged at error level
+	// one of OnFailureDestination (a standard SQS queue, SNS topic or S3
+	// bucket ARN), OnFailureQueue, OnFailureTopic or OnFailureBucket. An S3
+	// bucket gets one object per batch holding the record and the batch's
+	// whole invocation event, as Lambda's trigger writes it. The shardreader
+	// may send to it and nothing else (s3:PutObject on the bucket's objects
+	// for a bucket). Without one, a given-up batch is logged at error level
 	// and counted in GivenUpBatches, and its records are gone.
 	OnFailureDestination string
 	OnFailureQueue       awssqs.IQueue
 	OnFailureTopic       awssns.ITopic
+	OnFailureBucket      awss3.IBucket
 	// BatchingWindow: wait up to this long to gather BatchSize records (or
 	// 6 MB) before invoking the target: 0 (default) to 300 s, shorter than
 	// RunLength.
@@ -216,7 +249,7 @@ var (
 	streamName        = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 	functionArn       = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
 	tableName         = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
-	destinationArn    = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:(sqs|sns):[a-z0-9-]+:[0-9]{12}:[a-zA-Z0-9_-]{1,256}(\.fifo)?$`)
+	destinationArn    = regexp.MustCompile(`^(arn:aws[a-zA-Z-]*:(sqs|sns):[a-z0-9-]+:[0-9]{12}:[a-zA-Z0-9_-]{1,256}(\.fifo)?|arn:aws[a-zA-Z-]*:s3:::[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])$`)
 	functionName      = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
 )
 
@@ -226,6 +259,9 @@ func (p ConsumerProps) withDefaults() ConsumerProps {
 	if p.BatchSize == 0 {
 		p.BatchSize = DefaultBatchSize
 	}
+	if p.ParallelizationFactor == 0 {
+		p.ParallelizationFactor = DefaultParallelizationFactor
+	}
 	if p.PollInterval == 0 {
 		p.PollInterval = DefaultPollInterval
 	}
@@ -234,9 +270,6 @@ func (p ConsumerProps) withDefaults() ConsumerProps {
 	}
 	if p.MaxIterations == 0 {
 		p.MaxIterations = DefaultMaxIterations
-	}
-	if p.Window == 0 {
-		p.Window = DefaultWindow
 	}
 	if p.LeaseTableRemovalPolicy == "" {
 		p.LeaseTableRemovalPolicy = awscdk.RemovalPolicy_RETAIN
@@ -314,6 +347,9 @@ func (p *ConsumerProps) validate() error {
 	if p.BatchSize < 1 || p.BatchSize > MaxBatchSize {
 		bad("BatchSize", "%d is outside 1..%d", p.BatchSize, MaxBatchSize)
 	}
+	if f := p.ParallelizationFactor; f < 1 || f > MaxParallelizationFactor {
+		bad("ParallelizationFactor", "%d is outside 1..%d (0: the default, %d)", f, MaxParallelizationFactor, DefaultParallelizationFactor)
+	}
 	if p.PollInterval < MinPollInterval {
 		bad("PollInterval", "%v is below %v (a shard serves 5 reads per second to all its consumers)", p.PollInterval, MinPollInterval)
 	} else if p.PollInterval >= p.RunLength {
@@ -327,8 +363,8 @@ func (p *ConsumerProps) validate() error {
 	if p.MaxIterations < 1 || p.MaxIterations > MaxIterations {
 		bad("MaxIterations", "%d is outside 1..%d (an execution keeps at most 25,000 history events)", p.MaxIterations, MaxIterations)
 	}
-	if p.Window < MinWindow || p.Window > MaxWindow {
-		bad("Window", "%v is outside %v..%v", p.Window, MinWindow, MaxWindow)
+	if p.Window != 0 && (p.Window < MinWindow || p.Window > MaxWindow) {
+		bad("Window", "%v is outside %v..%v (0: no window)", p.Window, MinWindow, MaxWindow)
 	} else if p.Window%time.Second != 0 {
 		bad("Window", "%v is not a whole number of seconds", p.Window)
 	}
@@ -356,13 +392,13 @@ func (p *ConsumerProps) validate() error {
 	} else if w != 0 && w >= p.RunLength {
 		bad("BatchingWindow", "%v is not shorter than RunLength %v: a batch is gathered within one shardreader run", w, p.RunLength)
 	}
-	switch n := btoi(p.OnFailureDestination != "") + btoi(p.OnFailureQueue != nil) + btoi(p.OnFailureTopic != nil); {
+	switch n := btoi(p.OnFailureDestination != "") + btoi(p.OnFailureQueue != nil) + btoi(p.OnFailureTopic != nil) + btoi(p.OnFailureBucket != nil); {
 	case n > 1:
-		bad("OnFailureDestination", "give one of OnFailureDestination, OnFailureQueue or OnFailureTopic")
+		bad("OnFailureDestination", "give one of OnFailureDestination, OnFailureQueue, OnFailureTopic or OnFailureBucket")
 	case p.OnFailureDestination != "" && isToken(p.OnFailureDestination):
-		bad("OnFailureDestination", "an ARN known only at deploy time: give OnFailureQueue or OnFailureTopic instead, so the grant can be made")
+		bad("OnFailureDestination", "an ARN known only at deploy time: give OnFailureQueue, OnFailureTopic or OnFailureBucket instead, so the grant can be made")
 	case p.OnFailureDestination != "" && !destinationArn.MatchString(p.OnFailureDestination):
-		bad("OnFailureDestination", "%q is not an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>) or an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", p.OnFailureDestination)
+		bad("OnFailureDestination", "%q is not an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>), an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>) or an S3 bucket ARN (arn:aws:s3:::<bucket>)", p.OnFailureDestination)
 	case strings.HasSuffix(p.OnFailureDestination, ".fifo"),
 		p.OnFailureQueue != nil && p.OnFailureQueue.Fifo() != nil && *p.OnFailureQueue.Fifo(),
 		p.OnFailureTopic != nil && p.OnFailureTopic.Fifo() != nil && *p.OnFailureTopic.Fifo():

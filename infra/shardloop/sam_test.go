@@ -1,11 +1,98 @@
 package shardloop
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/shardloop/shardloop/internal/handlers"
+	"github.com/shardloop/shardloop/internal/lambdaenv"
 )
+
+func samTemplate(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "template", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// samParam returns a field (Default, MinValue, ...) of a parameter of the
+// SAM template, as written.
+func samParam(t *testing.T, sam, name, field string) string {
+	t.Helper()
+	in := false
+	sc := bufio.NewScanner(strings.NewReader(sam))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "  "+name+":":
+			in = true
+		case in && strings.HasPrefix(line, "    "+field+": "):
+			return strings.Trim(strings.TrimPrefix(line, "    "+field+": "), `"`)
+		case in && !strings.HasPrefix(line, "    "):
+			in = false
+		}
+	}
+	t.Fatalf("template/template.yaml: parameter %s has no %s", name, field)
+	return ""
+}
+
+// The SAM template's defaults and bounds are the functions' (internal/
+// lambdaenv), written out because CloudFormation cannot compute them.
+func TestSAMTemplate_DefaultsAndTimeoutsAreTheFunctions(t *testing.T) {
+	sam := samTemplate(t)
+	secs := func(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
+	for _, tc := range []struct{ param, field, want string }{
+		{"RunLengthSeconds", "Default", secs(lambdaenv.DefaultRunLength)},
+		{"RunLengthSeconds", "MinValue", secs(lambdaenv.MinRunLength)},
+		{"RunLengthSeconds", "MaxValue", secs(lambdaenv.MaxRunLength)},
+		{"ShardReaderTimeoutSeconds", "Default", secs(lambdaenv.ShardReaderTimeout(lambdaenv.DefaultRunLength))},
+		{"ShardReaderTimeoutSeconds", "MinValue", secs(lambdaenv.ShardReaderTimeout(lambdaenv.MinRunLength))},
+		{"CoordinatorTimeoutSeconds", "Default", secs(lambdaenv.CoordinatorTimeout(lambdaenv.DefaultWindow, lambdaenv.DefaultRunLength))},
+		{"CoordinatorTimeoutSeconds", "MinValue", secs(lambdaenv.CoordinatorTimeout(lambdaenv.MinWindow, lambdaenv.MinRunLength))},
+		{"Window", "Default", "0s"},
+		{"PerShardLagMetric", "Default", "false"},
+		{"MaxIterations", "Default", strconv.Itoa(lambdaenv.DefaultMaxIterations)},
+		{"MaxIterations", "MaxValue", strconv.Itoa(lambdaenv.MaxIterations)},
+		{"BatchSize", "Default", strconv.Itoa(lambdaenv.DefaultBatchSize)},
+		{"BatchSize", "MaxValue", strconv.Itoa(lambdaenv.MaxBatchSize)},
+		{"MaxRetryAttempts", "MaxValue", strconv.Itoa(lambdaenv.MaxRetryAttempts)},
+	} {
+		if got := samParam(t, sam, tc.param, tc.field); got != tc.want {
+			t.Errorf("parameter %s %s = %s, want %s", tc.param, tc.field, got, tc.want)
+		}
+	}
+	for _, want := range []string{
+		"Timeout: !Ref CoordinatorTimeoutSeconds",
+		"SHARDLOOP_WINDOW: !Ref Window",
+		"SHARDLOOP_PER_SHARD_LAG: !Ref PerShardLagMetric",
+	} {
+		if !strings.Contains(sam, want) {
+			t.Errorf("template/template.yaml lacks %q", want)
+		}
+	}
+}
+
+// The SAM template runs the coordinator for the shard loop's failed
+// executions with the rule the construct has: this state machine, the
+// three statuses.
+func TestSAMTemplate_RunsTheCoordinatorForTheShardLoopsFailedExecutions(t *testing.T) {
+	sam := samTemplate(t)
+	want := "          Type: EventBridgeRule\n          Properties:\n            Pattern:\n" +
+		"              source: [" + handlers.ExecutionSource + "]\n" +
+		"              detail-type: [" + handlers.ExecutionStatusDetailType + "]\n" +
+		"              detail:\n                stateMachineArn: [!Ref ShardLoop]\n" +
+		"                status: [" + strings.Join(handlers.FailedStatuses, ", ") + "]\n"
+	if !strings.Contains(sam, want) {
+		t.Errorf("template/template.yaml lacks the failed-executions rule:\n%s", want)
+	}
+}
 
 // The SAM template must load the same ASL file as the construct, with the
 // same substitution.
@@ -49,6 +136,7 @@ func TestSAMTemplate_PassesTheFailurePolicyAndGrantsTheDestinationOnlyWhenSet(t 
 		"SHARDLOOP_DEAGGREGATE: !Ref Deaggregate",
 		"- OnFailureToQueue\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: [sqs:GetQueueUrl, sqs:SendMessage]",
 		"- OnFailureToTopic\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: sns:Publish",
+		"- OnFailureToBucket\n              - Sid: OnFailureDestination\n                Effect: Allow\n                Action: s3:PutObject\n                Resource: !Sub \"${OnFailureDestination}/*\"",
 	} {
 		if !strings.Contains(sam, want) {
 			t.Errorf("template/template.yaml lacks %q", want)
@@ -64,6 +152,20 @@ func TestSAMTemplate_PassesTheShardReadersRoleAsInvokeIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := "SHARDLOOP_INVOKE_IDENTITY_ARN: !GetAtt ShardReaderFunctionRole.Arn"; !strings.Contains(string(b), want) {
+		t.Errorf("template/template.yaml lacks %q", want)
+	}
+}
+
+// The SAM parameter ParallelizationFactor has the reader's bounds and
+// reaches the shardreader, as the construct's prop does.
+func TestSAMTemplate_ParallelizationFactorHasTheReadersBounds(t *testing.T) {
+	sam := samTemplate(t)
+	for field, want := range map[string]int{"Default": lambdaenv.DefaultParallelizationFactor, "MinValue": 1, "MaxValue": lambdaenv.MaxParallelizationFactor} {
+		if got := samParam(t, sam, "ParallelizationFactor", field); got != strconv.Itoa(want) {
+			t.Errorf("parameter ParallelizationFactor %s = %s, want %d", field, got, want)
+		}
+	}
+	if want := "SHARDLOOP_PARALLELIZATION_FACTOR: !Ref ParallelizationFactor"; !strings.Contains(sam, want) {
 		t.Errorf("template/template.yaml lacks %q", want)
 	}
 }

@@ -40,7 +40,7 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) (awscdk.
 	}
 	out("StreamArn", "the stream read", c.Stream.StreamArn())
 	out("LeaseTableName", "the lease table", c.LeaseTable.TableName())
-	out("CoordinatorFunctionName", "the coordinator Lambda (runs every minute)", c.Coordinator.FunctionName())
+	out("CoordinatorFunctionName", "the coordinator Lambda (runs every minute, and when a shard loop execution fails)", c.Coordinator.FunctionName())
 	out("ShardReaderFunctionName", "the shardreader Lambda", c.ShardReader.FunctionName())
 	out("StateMachineArn", "the shard loop state machine (one execution per shard)", c.StateMachine.StateMachineArn())
 	out("DashboardName", "the CloudWatch dashboard", c.Dashboard.DashboardName())
@@ -73,6 +73,8 @@ const (
 	CtxOnFailure         = "onFailureDestination"
 	CtxBatchingWindow    = "batchingWindow"
 	CtxDeaggregate       = "deaggregate"
+	CtxParallelization   = "parallelizationFactor"
+	CtxPerShardLag       = "perShardLagMetric"
 )
 
 // PropsFromContext reads ConsumerProps from CDK context. An empty value
@@ -168,6 +170,8 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	p.OnFailureDestination = get(CtxOnFailure)
 	duration(CtxBatchingWindow, &p.BatchingWindow)
 	boolean(CtxDeaggregate, &p.Deaggregate)
+	integer(CtxParallelization, &p.ParallelizationFactor)
+	boolean(CtxPerShardLag, &p.PerShardLagMetric)
 	return p, errors.Join(errs...)
 }
 

@@ -3,6 +3,7 @@ package awsconf
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -54,7 +56,8 @@ var (
 	// Lambda: the reader's nudge of the coordinator (an asynchronous
 	// invoke; a duplicate is one more pass). Not the target: see Target.
 	Lambda = Settings{AttemptTimeout: 5 * time.Second, MaxAttempts: 2, MaxBackoff: 500 * time.Millisecond}
-	// Destinations: SQS SendMessage and SNS Publish of on-failure records.
+	// Destinations: SQS SendMessage, SNS Publish and S3 PutObject of
+	// on-failure records.
 	Destinations = Settings{AttemptTimeout: 5 * time.Second, MaxAttempts: 3, MaxBackoff: time.Second}
 	// STS: the CLI's GetCallerIdentity.
 	STS = Settings{AttemptTimeout: 5 * time.Second, MaxAttempts: 2, MaxBackoff: 500 * time.Millisecond}
@@ -168,6 +171,18 @@ func NewSQS(cfg aws.Config, optFns ...func(*sqs.Options)) *sqs.Client {
 }
 
 // NewSNS returns an SNS client within Destinations's bounds.
+// NewS3 returns an S3 client within Destinations' bounds (the S3
+// on-failure destination). With an endpoint override (AWS_ENDPOINT_URL,
+// AWS_ENDPOINT_URL_S3: LocalStack, an emulator) it addresses buckets by
+// path, as those expect.
+func NewS3(cfg aws.Config, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
+		o.Retryer, o.RetryMaxAttempts = standard(Destinations), 0
+		o.APIOptions = append(o.APIOptions, attemptTimeout(Destinations, true))
+		o.UsePathStyle = o.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+	}}, optFns...)...)
+}
+
 func NewSNS(cfg aws.Config, optFns ...func(*sns.Options)) *sns.Client {
 	return sns.NewFromConfig(cfg, append([]func(*sns.Options){func(o *sns.Options) {
 		o.Retryer, o.RetryMaxAttempts = standard(Destinations), 0

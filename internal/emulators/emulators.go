@@ -134,10 +134,12 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Process, error) {
 		}
 		health = "/healthcheck"
 	case DynamoDB:
-		cli := filepath.Join(nm, "dynalite", "cli.js")
-		if _, err := os.Stat(cli); err != nil {
+		if cli := filepath.Join(nm, "dynalite", "cli.js"); !exists(cli) {
 			return nil, fmt.Errorf("start %s: %s missing: %w", kind, cli, ErrNotInstalled)
 		}
+		// dynalite.js runs dynalite's cli.js, surviving clients that abandon
+		// a request (the SDK's attempt timeouts do): see the file.
+		cli := filepath.Join(dir, "dynalite.js")
 		ports, err := FreePorts(1)
 		if err != nil {
 			return nil, err
@@ -300,4 +302,9 @@ func startMoto(ctx context.Context, opts Options) (*Process, error) {
 		return nil, fmt.Errorf("start %s: %w", Moto, err)
 	}
 	return p, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -81,9 +81,29 @@ func (s *Store) Renew(ctx context.Context, stream, shardID, owner string) (lease
 	return l, err
 }
 
+// RenewCheckpoint implements lease.RenewCheckpointer: a renewal that also
+// carries a checkpoint fails, is slow or loses its answer as a renewal does.
+func (s *Store) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
+	do := func(ctx context.Context) (lease.Lease, error) {
+		return lease.RenewCheckpoint(ctx, s.Store, stream, shardID, owner, seq, lag)
+	}
+	if s.In.pick(s.Rates.SlowRenew) == 0 {
+		s.In.count(StoreSlowRenew)
+		return s.slow(ctx, do)
+	}
+	var l lease.Lease
+	err := s.fail("Renew", func() (err error) { l, err = do(ctx); return err })
+	return l, err
+}
+
 // slowRenew renews with a delay before or after the write; a caller that
 // gives up waiting (ctx) sees the error, though the write may have been made.
 func (s *Store) slowRenew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	return s.slow(ctx, func(ctx context.Context) (lease.Lease, error) { return s.Store.Renew(ctx, stream, shardID, owner) })
+}
+
+// slow runs the write do with a delay before or after it.
+func (s *Store) slow(ctx context.Context, do func(context.Context) (lease.Lease, error)) (lease.Lease, error) {
 	lo, hi := s.Rates.SlowMin, s.Rates.SlowMax
 	if lo == 0 {
 		lo = 2 * time.Second
@@ -98,7 +118,7 @@ func (s *Store) slowRenew(ctx context.Context, stream, shardID, owner string) (l
 			return lease.Lease{}, err
 		}
 	}
-	l, err := s.Store.Renew(ctx, stream, shardID, owner)
+	l, err := do(ctx)
 	if err == nil && after {
 		err = sleep(ctx, d)
 	}

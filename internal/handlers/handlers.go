@@ -26,6 +26,7 @@ import (
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/metrics"
 	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/shards"
 )
 
 // Option configures a handler.
@@ -53,8 +54,8 @@ func optionsOf(optFns []Option) options {
 	return o
 }
 
-func newRecorder(log *slog.Logger, o options) (*metrics.Recorder, error) {
-	return metrics.New(o.metrics, func(mo *metrics.Options) { mo.Logger = log })
+func newRecorder(log *slog.Logger, o options, perShardLag bool) (*metrics.Recorder, error) {
+	return metrics.New(o.metrics, func(mo *metrics.Options) { mo.Logger, mo.PerShardLag = log, perShardLag })
 }
 
 // ShardReader runs one bounded reader run per invocation.
@@ -71,8 +72,9 @@ type ShardReader struct {
 // awsconf.NewTargetLambda, with env.TargetTimeout; each record's
 // invokeIdentityArn is env.InvokeIdentityARN (the shardreader's role,
 // which infra/ and template/ pass), empty with a warning when unset.
+// MillisBehindLatest is published per shard only with env.PerShardLag.
 func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optFns ...Option) (*ShardReader, error) {
-	rec, err := newRecorder(log, optionsOf(optFns))
+	rec, err := newRecorder(log, optionsOf(optFns), env.PerShardLag)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +108,7 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 	p := env.ReaderPolicy()
 	opts.MaxRetryAttempts, opts.MaxRecordAge, opts.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	opts.BatchingWindow, opts.Deaggregate, opts.TargetTimeout = p.BatchingWindow, p.Deaggregate, p.TargetTimeout
+	opts.ParallelizationFactor = p.ParallelizationFactor
 	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
 		return nil, err
 	}
@@ -116,9 +119,9 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 }
 
 // OnFailureDestination returns the reader's on-failure destination for an
-// SQS queue or SNS topic ARN, nil for an empty one. Only the client the ARN
-// names is built; it honours AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_SNS
-// through cfg.
+// SQS queue, SNS topic or S3 bucket ARN, nil for an empty one. Only the
+// client the ARN names is built; it honours AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_SNS or AWS_ENDPOINT_URL_S3 through cfg.
 func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error) {
 	if arn == "" {
 		return nil, nil
@@ -127,8 +130,11 @@ func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error
 	if err != nil {
 		return nil, err
 	}
-	if a.Service == "sqs" {
+	switch a.Service {
+	case "sqs":
 		return reader.NewDestination(arn, awsconf.NewSQS(cfg), nil)
+	case "s3":
+		return reader.NewS3Destination(arn, awsconf.NewS3(cfg))
 	}
 	return reader.NewDestination(arn, nil, awsconf.NewSNS(cfg))
 }
@@ -200,7 +206,7 @@ func (c *streamARNs) get(ctx context.Context, stream string) (string, error) {
 	return arn, nil
 }
 
-// NudgeEvent is the coordinator's payload when a reader asks it to relist.
+// NudgeEvent is the coordinator's payload when a reader asks it to pass.
 type NudgeEvent struct {
 	Nudge  bool   `json:"nudge"`
 	Stream string `json:"stream,omitempty"`
@@ -213,7 +219,7 @@ type InvokeAPI interface {
 
 // NudgeFunc returns a reader Nudge that invokes the coordinator
 // asynchronously (InvocationType Event): the reader does not wait for it, and
-// a failure only costs the child the wait until the next relist.
+// a failure only costs the child the wait until the next scheduled pass.
 func NudgeFunc(client InvokeAPI, coordinatorFn string, log *slog.Logger) func(context.Context) {
 	payload, _ := json.Marshal(NudgeEvent{Nudge: true})
 	return func(ctx context.Context) {
@@ -223,19 +229,22 @@ func NudgeFunc(client InvokeAPI, coordinatorFn string, log *slog.Logger) func(co
 			Payload:        payload,
 		})
 		if err != nil {
-			log.WarnContext(ctx, "nudge of the coordinator failed; children open at the next relist", "err", err)
+			log.WarnContext(ctx, "nudge of the coordinator failed; the shard is taken at the next scheduled pass", "err", err)
 		}
 	}
 }
 
-// Coordinator runs the coordinator: a relisting window on the schedule, one
-// pass on a nudge. Lambda runs one invocation at a time per instance, so
-// Handle is not safe for concurrent use.
+// Coordinator runs the coordinator for the events of a deployment (see
+// Handle). Lambda runs one invocation at a time per instance, so Handle is
+// not safe for concurrent use.
 type Coordinator struct {
-	c       *coordinator.Coordinator
-	window  time.Duration
-	metrics *metrics.Recorder
-	log     *slog.Logger
+	c            *coordinator.Coordinator
+	window       time.Duration
+	runLength    time.Duration
+	stream       string
+	stateMachine string
+	metrics      *metrics.Recorder
+	log          *slog.Logger
 }
 
 // NewCoordinator builds the SDK clients once, at cold start, within
@@ -247,7 +256,7 @@ type Coordinator struct {
 // DescribeStreamSummary.
 func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger, optFns ...Option) (*Coordinator, error) {
 	o := optionsOf(optFns)
-	rec, err := newRecorder(log, o)
+	rec, err := newRecorder(log, o, false)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +268,15 @@ func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
-	h := &Coordinator{window: env.Window, metrics: rec, log: log}
+	stream, err := shards.StreamName(env.Stream)
+	if err != nil {
+		return nil, &lambdaenv.Error{Var: lambdaenv.VarStream, Value: env.Stream, Want: "a stream name or a Kinesis stream ARN"}
+	}
+	runLength := env.RunLength
+	if runLength == 0 {
+		runLength = lambdaenv.DefaultRunLength
+	}
+	h := &Coordinator{window: env.Window, runLength: runLength, stream: stream, stateMachine: env.StateMachineARN, metrics: rec, log: log}
 	h.c, err = coordinator.New(coordinator.Config{
 		Subscriptions: []coordinator.Subscription{{Stream: env.Stream, Start: env.Start, CreateShards: env.CreateShards}},
 		Logger:        log,
@@ -303,18 +320,60 @@ func CountingStarter(s coordinator.Starter, rec *metrics.Recorder) coordinator.S
 	})
 }
 
-// Handle runs one pass for a nudge and a relisting window for anything else
-// (the EventBridge schedule).
+// Handle runs the coordinator for one event (see ParseEvent):
+//   - the EventBridge schedule: one pass (Once), or with a window a
+//     relisting Run for the window;
+//   - a reader's nudge: one pass (Once);
+//   - a shard loop's execution that ended FAILED, TIMED_OUT or ABORTED (the
+//     execution-status rule): a Watch of its shard, for at most
+//     lambdaenv.WatchFor(run length), which takes the shard once its lease
+//     has lapsed on this coordinator's clock, about a lease duration;
+//   - an execution of another state machine, or another status: nothing.
+//
+// An event of any other shape is an error naming what was expected.
 func (h *Coordinator) Handle(ctx context.Context, event json.RawMessage) error {
 	defer h.metrics.Flush() // before Lambda freezes the process
-	var ev NudgeEvent
-	_ = json.Unmarshal(event, &ev) // a scheduled event is not a nudge
-	if ev.Nudge {
-		_, err := h.c.Pass(ctx)
-		if err != nil {
+	ev, err := ParseEvent(event, h.stateMachine)
+	if err != nil {
+		return err
+	}
+	switch ev.Kind {
+	case EventIgnored:
+		h.log.InfoContext(ctx, "event ignored", "why", ev.Why, "execution", ev.Execution, "status", ev.Status)
+		return nil
+	case EventSchedule:
+		if h.window > 0 {
+			return h.c.Run(ctx, h.window)
+		}
+		if _, _, err := h.c.Once(ctx); err != nil {
+			return fmt.Errorf("scheduled pass: %w", err)
+		}
+		return nil
+	case EventNudge:
+		if _, _, err := h.c.Once(ctx); err != nil {
 			return fmt.Errorf("nudged pass: %w", err)
 		}
 		return nil
 	}
-	return h.c.Run(ctx, h.window)
+	// EventLoopEnded.
+	if ev.Loop.ShardID == "" {
+		h.log.WarnContext(ctx, "the execution event carries no input naming the loop; passing once", "execution", ev.Execution, "status", ev.Status)
+		if _, _, err := h.c.Once(ctx); err != nil {
+			return fmt.Errorf("pass after %s execution %s: %w", ev.Status, ev.Execution, err)
+		}
+		return nil
+	}
+	if ev.Loop.Stream != h.stream {
+		return fmt.Errorf("execution %s of %s read stream %q, but this coordinator reads %q (%s)", ev.Execution, h.stateMachine, ev.Loop.Stream, h.stream, lambdaenv.VarStream)
+	}
+	wctx, cancel := context.WithTimeout(ctx, lambdaenv.WatchFor(h.runLength))
+	defer cancel()
+	res, err := h.c.Watch(wctx, ev.Loop)
+	if err != nil {
+		return fmt.Errorf("watch after %s execution %s: %w", ev.Status, ev.Execution, err)
+	}
+	h.log.InfoContext(ctx, "watch after a failed loop done", "execution", ev.Execution, "status", ev.Status,
+		"shard_id", ev.Loop.ShardID, "owner", ev.Loop.Owner, "outcome", res.Outcome, "new_owner", res.Started.Owner,
+		"held_by", res.Owner, "took", res.Took)
+	return nil
 }

@@ -84,12 +84,12 @@ func TestOnFailureDestination_BuildsTheClientTheARNNames(t *testing.T) {
 	if d, err := handlers.OnFailureDestination("", cfg); d != nil || err != nil {
 		t.Fatalf("empty ARN: %v, %v; want no destination", d, err)
 	}
-	for _, arn := range []string{"arn:aws:sqs:us-east-1:123456789012:failed", "arn:aws:sns:us-east-1:123456789012:failed"} {
+	for _, arn := range []string{"arn:aws:sqs:us-east-1:123456789012:failed", "arn:aws:sns:us-east-1:123456789012:failed", "arn:aws:s3:::orders-failed"} {
 		if d, err := handlers.OnFailureDestination(arn, cfg); d == nil || err != nil {
 			t.Errorf("%s: %v, %v", arn, d, err)
 		}
 	}
-	if _, err := handlers.OnFailureDestination("arn:aws:s3:::bucket", cfg); err == nil {
-		t.Error("an S3 ARN was accepted")
+	if _, err := handlers.OnFailureDestination("arn:aws:lambda:us-east-1:123456789012:function:f", cfg); err == nil {
+		t.Error("a function ARN was accepted")
 	}
 }

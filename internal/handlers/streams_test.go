@@ -109,7 +109,7 @@ func TestCoordinator_MissingStreamCountsStreamNotFoundOncePerPass(t *testing.T) 
 			t.Fatalf("after %d passes StreamNotFound = %v, want %d\n%s", i+1, got, i+1, emf.String())
 		}
 	}
-	if err := h.Handle(t.Context(), json.RawMessage(`{}`)); err == nil { // the schedule: a 1 s window is one pass
+	if err := h.Handle(t.Context(), json.RawMessage(scheduleEvent)); err == nil { // the schedule: a 1 s window is one pass
 		t.Fatal("a scheduled run over a missing stream succeeded")
 	}
 	if got := emfCounts(t, emf.String(), "StreamNotFound"); got != 3 {
@@ -261,5 +261,117 @@ func TestStreamARN_MissingStreamIsResourceNotFound(t *testing.T) {
 	var rnf *ktypes.ResourceNotFoundException
 	if !handlers.StreamMissing(err) || !errors.As(err, &rnf) {
 		t.Fatalf("err = %v, want a ResourceNotFoundException", err)
+	}
+}
+
+const scheduleEvent = `{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"000000000000",` +
+	`"time":"2026-01-01T00:00:00Z","region":"us-east-1","resources":["arn:aws:events:us-east-1:000000000000:rule/every-minute"],"detail":{}}`
+
+// executionEvent is the EventBridge event of an execution of stateMachine
+// that ended with status, whose input was loop.
+func executionEvent(t *testing.T, stateMachine, status string, loop coordinator.Loop) json.RawMessage {
+	t.Helper()
+	input, err := json.Marshal(loop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := strings.Replace(stateMachine, ":stateMachine:", ":execution:", 1) + ":" + loop.Owner
+	ev, err := json.Marshal(map[string]any{
+		"version": "0", "id": "2", "detail-type": "Step Functions Execution Status Change", "source": "aws.states",
+		"account": "000000000000", "time": "2026-01-01T00:00:00Z", "region": "us-east-1", "resources": []string{exec},
+		"detail": map[string]any{
+			"executionArn": exec, "stateMachineArn": stateMachine, "name": loop.Owner, "status": status,
+			"startDate": 1767225600000, "stopDate": 1767225660000, "input": string(input),
+			"inputDetails": map[string]any{"included": true}, "output": nil,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// Without a window, the schedule is one pass; a FAILED execution of the
+// deployment's state machine makes the coordinator watch that loop's shard
+// and take it once its lease has lapsed on the coordinator's own clock (a
+// lease duration after it first read the row), while an execution of
+// another state machine changes nothing.
+func TestCoordinator_FailedExecutionEventTakesItsShardOnceTheLeaseLapses(t *testing.T) {
+	cfg := localAWS(t, "")
+	kc, dc := testaws.Kinesis(t), testaws.Dynamo(t)
+	stream, table := testaws.Name(t), testaws.Name(t)
+	if _, err := shards.CreateIfMissing(t.Context(), kc, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.CreateTable(t.Context(), dc, table); err != nil {
+		t.Fatal(err)
+	}
+	const machine = "arn:aws:states:us-east-1:000000000000:stateMachine:orders-shard-loop"
+	var mu sync.Mutex
+	var loops []coordinator.Loop
+	started := func() []coordinator.Loop {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]coordinator.Loop(nil), loops...)
+	}
+	newHandler := func() *handlers.Coordinator {
+		h, err := handlers.NewCoordinator(lambdaenv.Coordinator{Stream: stream, Table: table, StateMachineARN: machine, RunLength: 5 * time.Second},
+			cfg, slog.New(slog.DiscardHandler), handlers.WithStarter(coordinator.StarterFunc(func(_ context.Context, l coordinator.Loop) error {
+				mu.Lock()
+				defer mu.Unlock()
+				loops = append(loops, l)
+				return nil
+			})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if err := newHandler().Handle(t.Context(), json.RawMessage(scheduleEvent)); err != nil {
+		t.Fatal(err)
+	}
+	if got := started(); len(got) != 1 {
+		t.Fatalf("the scheduled pass started %+v, want one loop", got)
+	}
+	dead := started()[0]
+	// Another instance of the coordinator gets the event (it never saw the row).
+	h := newHandler()
+	for _, other := range []json.RawMessage{
+		executionEvent(t, "arn:aws:states:us-east-1:000000000000:stateMachine:someone-elses", "FAILED", dead),
+		executionEvent(t, machine, "SUCCEEDED", dead),
+	} {
+		begin := time.Now()
+		if err := h.Handle(t.Context(), other); err != nil || time.Since(begin) > time.Second || len(started()) != 1 {
+			t.Fatalf("an event needing nothing: %v after %v, loops %+v", err, time.Since(begin), started())
+		}
+	}
+	begin := time.Now()
+	if err := h.Handle(t.Context(), executionEvent(t, machine, "FAILED", dead)); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(begin)
+	got := started()
+	if len(got) != 2 || got[1].ShardID != dead.ShardID || got[1].Owner == dead.Owner {
+		t.Fatalf("loops %+v: want the shard taken over by a new loop", got)
+	}
+	if took < lease.DefaultDuration || took > lease.DefaultDuration+5*time.Second {
+		t.Fatalf("the takeover took %v, want a little over the %v lease", took, lease.DefaultDuration)
+	}
+}
+
+// An event of a shape the coordinator does not take is an error, not a
+// silent pass.
+func TestCoordinator_RefusesAnEventItDoesNotTake(t *testing.T) {
+	cfg := localAWS(t, "")
+	h, err := handlers.NewCoordinator(lambdaenv.Coordinator{Stream: "orders", Table: "t",
+		StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop"}, cfg, slog.New(slog.DiscardHandler),
+		handlers.WithStarter(coordinator.StarterFunc(func(context.Context, coordinator.Loop) error { return nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{`{}`, `{"source":"aws.s3"}`, `[1]`} {
+		if err := h.Handle(t.Context(), json.RawMessage(ev)); !errors.Is(err, handlers.ErrEvent) {
+			t.Errorf("event %s: err = %v, want ErrEvent", ev, err)
+		}
 	}
 }

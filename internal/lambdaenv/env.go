@@ -42,12 +42,24 @@ const (
 	VarOnFailure        = "SHARDLOOP_ON_FAILURE_DESTINATION"
 	VarBatchingWindow   = "SHARDLOOP_BATCHING_WINDOW"
 	VarDeaggregate      = "SHARDLOOP_DEAGGREGATE"
+	// VarParallelizationFactor is the number of lanes delivering one
+	// shard's records concurrently (1 to 10, default 1), as Lambda's
+	// ParallelizationFactor.
+	VarParallelizationFactor = "SHARDLOOP_PARALLELIZATION_FACTOR"
+
+	// VarPerShardLag, "true", publishes MillisBehindLatest per shard (the
+	// Shard dimension) besides the stream's maximum: one more CloudWatch
+	// custom metric per shard. The shardreader reads it.
+	VarPerShardLag = "SHARDLOOP_PER_SHARD_LAG"
 )
 
-// Defaults of the optional variables.
+// Defaults of the optional variables (DefaultRunLength is in limits.go).
 const (
 	DefaultBatchSize = 100
-	DefaultWindow    = 55 * time.Second
+	// DefaultWindow: no window. Each scheduled invocation of the
+	// coordinator passes once; SHARDLOOP_WINDOW=<duration> makes it relist
+	// every 10 s for that long instead, as before the event-driven shape.
+	DefaultWindow time.Duration = 0
 	// MinRecordAge and MaxRecordAge bound SHARDLOOP_MAX_RECORD_AGE, as
 	// Lambda bounds MaximumRecordAgeInSeconds (60 s to 7 days).
 	MinRecordAge = time.Minute
@@ -104,6 +116,10 @@ type Reader struct {
 	OnFailure      string
 	BatchingWindow time.Duration
 	Deaggregate    bool
+	// ParallelizationFactor: 1 (default) to reader.MaxParallelizationFactor.
+	ParallelizationFactor int
+	// PerShardLag: SHARDLOOP_PER_SHARD_LAG is "true".
+	PerShardLag bool
 }
 
 // ReaderPolicy returns the reader options of the failure policy and
@@ -116,6 +132,8 @@ func (r Reader) ReaderPolicy() reader.Options {
 		BatchingWindow:   r.BatchingWindow,
 		Deaggregate:      r.Deaggregate,
 		TargetTimeout:    r.knownTargetTimeout(),
+
+		ParallelizationFactor: r.ParallelizationFactor,
 	}
 }
 
@@ -134,7 +152,13 @@ type Coordinator struct {
 	Target          string
 	Start           string
 	CreateShards    int
-	Window          time.Duration
+	// Window is how long a scheduled invocation relists; 0 (the default)
+	// is one pass.
+	Window time.Duration
+	// RunLength is the loops' run length (SHARDLOOP_RUN_LENGTH, which the
+	// shardreader reads too): a watch after a failed loop lasts at most
+	// WatchFor(RunLength).
+	RunLength time.Duration
 }
 
 type env struct {
@@ -188,6 +212,23 @@ func (e *env) boolean(name string) bool {
 	}
 }
 
+// windowOrNone reads a duration within l, or "0s" (or unset) for none (0).
+func (e *env) windowOrNone(name string, l DurationLimit) time.Duration {
+	v := e.get(name)
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d == 0 {
+		return 0
+	}
+	if err != nil || l.Check(d) != nil {
+		e.errs = append(e.errs, &Error{Var: name, Value: v, Want: "0s (no window: one pass per scheduled invocation) or " + l.Want()})
+		return 0
+	}
+	return d
+}
+
 // ageOrNone reads a duration within l, or -1 (or unset) for none (0).
 func (e *env) ageOrNone(name string, l DurationLimit) time.Duration {
 	v := e.get(name)
@@ -210,9 +251,9 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		Target:        e.required(VarTarget, "the target function's name or ARN"),
 		Coordinator:   getenv(VarCoordinatorFunc),
 		BatchSize:     int32(e.intIn(VarBatchSize, DefaultBatchSize, BatchSizeLimit)),
-		PollInterval:  e.duration(VarPollInterval, reader.DefaultPollInterval, PollIntervalLimit),
-		RunLength:     e.duration(VarRunLength, reader.DefaultRunLength, RunLengthLimit),
-		MaxIterations: e.intIn(VarMaxIterations, reader.DefaultMaxIterations, MaxIterationsLimit),
+		PollInterval:  e.duration(VarPollInterval, DefaultPollInterval, PollIntervalLimit),
+		RunLength:     e.duration(VarRunLength, DefaultRunLength, RunLengthLimit),
+		MaxIterations: e.intIn(VarMaxIterations, DefaultMaxIterations, MaxIterationsLimit),
 
 		InvokeIdentityARN: getenv(VarInvokeIdentityARN),
 		TargetTimeout:     e.duration(VarTargetTimeout, MaxTargetTimeout, TargetTimeoutLimit),
@@ -223,6 +264,9 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		OnFailure:        getenv(VarOnFailure),
 		BatchingWindow:   e.duration(VarBatchingWindow, 0, BatchingWindowLimit),
 		Deaggregate:      e.boolean(VarDeaggregate),
+		PerShardLag:      e.boolean(VarPerShardLag),
+
+		ParallelizationFactor: e.intIn(VarParallelizationFactor, DefaultParallelizationFactor, ParallelizationFactorLimit),
 	}
 	if r.InvokeIdentityARN != "" {
 		if err := CheckInvokeIdentityARN(r.InvokeIdentityARN); err != nil {
@@ -231,7 +275,7 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 	}
 	if r.OnFailure != "" {
 		if _, err := reader.ParseDestinationARN(r.OnFailure); err != nil {
-			e.errs = append(e.errs, &Error{Var: VarOnFailure, Value: r.OnFailure, Want: "an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>), an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>) or empty"})
+			e.errs = append(e.errs, &Error{Var: VarOnFailure, Value: r.OnFailure, Want: reader.DestinationForms + ", or empty"})
 		}
 	}
 	r.TargetTimeoutKnown = getenv(VarTargetTimeout) != ""
@@ -254,7 +298,8 @@ func CoordinatorFromEnv(getenv func(string) string) (Coordinator, error) {
 		Target:          getenv(VarTarget),
 		Start:           getenv(VarStart),
 		CreateShards:    e.intIn(VarCreateShards, 0, CreateShardsLimit),
-		Window:          e.duration(VarWindow, DefaultWindow, WindowLimit),
+		Window:          e.windowOrNone(VarWindow, WindowLimit),
+		RunLength:       e.duration(VarRunLength, DefaultRunLength, RunLengthLimit),
 	}
 	if c.Stream != "" {
 		if _, err := shards.StreamName(c.Stream); err != nil {

@@ -2,6 +2,7 @@ package lambdaenv_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestReaderFromEnv_DefaultsAndValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Table != "leases" || r.Target != "handler" || r.BatchSize != 100 || r.PollInterval != 500*time.Millisecond || r.RunLength != time.Minute || r.MaxIterations != 500 {
+	if r.Table != "leases" || r.Target != "handler" || r.BatchSize != 100 || r.PollInterval != 500*time.Millisecond || r.RunLength != 10*time.Minute || r.MaxIterations != 500 || r.PerShardLag {
 		t.Fatalf("reader env = %+v", r)
 	}
 	if r.TargetTimeoutKnown || r.ReaderPolicy().TargetTimeout != 0 {
@@ -42,7 +43,7 @@ func TestFromEnv_ErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{}, false, []string{"SHARDLOOP_LEASE_TABLE is not set", "SHARDLOOP_TARGET_FUNCTION is not set"}},
 		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_BATCH_SIZE": "0"}, false, []string{`SHARDLOOP_BATCH_SIZE="0": want an integer from 1 to 10000`}},
 		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_RUN_LENGTH": "20m"}, false, []string{`SHARDLOOP_RUN_LENGTH="20m"`}},
-		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_TARGET_TIMEOUT": "2m"}, false, []string{`SHARDLOOP_TARGET_TIMEOUT="2m": want a timeout shorter than the run length`}},
+		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_TARGET_TIMEOUT": "11m"}, false, []string{`SHARDLOOP_TARGET_TIMEOUT="11m": want a timeout shorter than the run length`}},
 		{map[string]string{"SHARDLOOP_STREAM": "s", "SHARDLOOP_LEASE_TABLE": "t"}, true, []string{"SHARDLOOP_STATE_MACHINE_ARN is not set"}},
 		{map[string]string{"SHARDLOOP_STREAM": "s", "SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_STATE_MACHINE_ARN": "a", "SHARDLOOP_START_POSITION": "yesterday"}, true, []string{`SHARDLOOP_START_POSITION="yesterday"`}},
 	}
@@ -72,9 +73,62 @@ func TestCoordinatorFromEnv_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No start position set is no start: the checkpoints decide.
-	if c.Start != "" || c.Window != 55*time.Second || c.CreateShards != 0 {
+	// No start position set is no start: the checkpoints decide. No window:
+	// one pass per scheduled invocation.
+	if c.Start != "" || c.Window != 0 || c.CreateShards != 0 || c.RunLength != lambdaenv.DefaultRunLength {
 		t.Fatalf("coordinator env = %+v", c)
+	}
+}
+
+func TestCoordinatorFromEnv_WindowIsOptional(t *testing.T) {
+	base := map[string]string{
+		"SHARDLOOP_STREAM": "orders", "SHARDLOOP_LEASE_TABLE": "t",
+		"SHARDLOOP_STATE_MACHINE_ARN": "arn:aws:states:eu-west-1:123456789012:stateMachine:loop",
+	}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{k: v}
+		for bk, bv := range base {
+			m[bk] = bv
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+	}{{"0s", 0}, {"0", 0}, {"55s", 55 * time.Second}, {"14m", 14 * time.Minute}} {
+		c, err := lambdaenv.CoordinatorFromEnv(getenv(with("SHARDLOOP_WINDOW", tc.value)))
+		if err != nil || c.Window != tc.want {
+			t.Errorf("SHARDLOOP_WINDOW=%s: window %v, %v; want %v", tc.value, c.Window, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"500ms", "15m", "-1s", "soon"} {
+		_, err := lambdaenv.CoordinatorFromEnv(getenv(with("SHARDLOOP_WINDOW", bad)))
+		if !errors.Is(err, lambdaenv.ErrEnv) || !strings.Contains(err.Error(), "SHARDLOOP_WINDOW") || !strings.Contains(err.Error(), "0s (no window") {
+			t.Errorf("SHARDLOOP_WINDOW=%s: err = %v, want one naming the variable and the no-window form", bad, err)
+		}
+	}
+	c, err := lambdaenv.CoordinatorFromEnv(getenv(with("SHARDLOOP_RUN_LENGTH", "20m")))
+	if !errors.Is(err, lambdaenv.ErrEnv) || !strings.Contains(err.Error(), "SHARDLOOP_RUN_LENGTH") {
+		t.Errorf("SHARDLOOP_RUN_LENGTH=20m: %+v, %v; want it refused", c, err)
+	}
+}
+
+// Every function timeout the limits allow fits Lambda's 15 minutes, and a
+// watch always fits its invocation.
+func TestTimeouts_FitLambdasLimitAndTheWatch(t *testing.T) {
+	for _, run := range []time.Duration{lambdaenv.MinRunLength, lambdaenv.DefaultRunLength, lambdaenv.MaxRunLength} {
+		for _, window := range []time.Duration{0, lambdaenv.MinWindow, lambdaenv.MaxWindow} {
+			c := lambdaenv.CoordinatorTimeout(window, run)
+			if c > 15*time.Minute || c < window || c <= lambdaenv.WatchFor(run) {
+				t.Errorf("window %v, run %v: coordinator timeout %v", window, run, c)
+			}
+		}
+		if r := lambdaenv.ShardReaderTimeout(run); r > 15*time.Minute || r <= run {
+			t.Errorf("run %v: shardreader timeout %v", run, r)
+		}
+	}
+	if got := lambdaenv.CoordinatorTimeout(0, lambdaenv.DefaultRunLength); got != 10*time.Minute+35*time.Second {
+		t.Errorf("default coordinator timeout %v, want 10m35s", got)
 	}
 }
 
@@ -83,7 +137,7 @@ func TestReaderFromEnv_FailurePolicyDefaultsKeepRetryingForever(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.MaxRetryAttempts != -1 || r.MaxRecordAge != 0 || r.BisectOnError || r.OnFailure != "" || r.BatchingWindow != 0 || r.Deaggregate {
+	if r.MaxRetryAttempts != -1 || r.MaxRecordAge != 0 || r.BisectOnError || r.OnFailure != "" || r.BatchingWindow != 0 || r.Deaggregate || r.PerShardLag {
 		t.Fatalf("failure policy defaults %+v", r)
 	}
 	o := r.ReaderPolicy()
@@ -93,7 +147,8 @@ func TestReaderFromEnv_FailurePolicyDefaultsKeepRetryingForever(t *testing.T) {
 	// What infra/ and template/ write for the defaults parses the same.
 	r2, err := lambdaenv.ReaderFromEnv(getenv(map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f",
 		"SHARDLOOP_MAX_RETRY_ATTEMPTS": "-1", "SHARDLOOP_MAX_RECORD_AGE": "-1", "SHARDLOOP_BISECT_ON_ERROR": "false",
-		"SHARDLOOP_BATCHING_WINDOW": "0s", "SHARDLOOP_DEAGGREGATE": "false", "SHARDLOOP_ON_FAILURE_DESTINATION": ""}))
+		"SHARDLOOP_BATCHING_WINDOW": "0s", "SHARDLOOP_DEAGGREGATE": "false", "SHARDLOOP_ON_FAILURE_DESTINATION": "",
+		"SHARDLOOP_PER_SHARD_LAG": "false"}))
 	if err != nil || r2 != r {
 		t.Fatalf("explicit defaults: %+v, %v; want %+v", r2, err, r)
 	}
@@ -125,7 +180,7 @@ func TestReaderFromEnv_OnFailureRetryAttemptsRecordAgeBisectBatchingWindowDeaggr
 		"SHARDLOOP_MAX_RETRY_ATTEMPTS":     "10001",
 		"SHARDLOOP_MAX_RECORD_AGE":         "30s",
 		"SHARDLOOP_BISECT_ON_ERROR":        "yes",
-		"SHARDLOOP_ON_FAILURE_DESTINATION": "arn:aws:s3:::bucket",
+		"SHARDLOOP_ON_FAILURE_DESTINATION": "arn:aws:lambda:us-east-1:123456789012:function:f",
 		"SHARDLOOP_BATCHING_WINDOW":        "301s",
 		"SHARDLOOP_DEAGGREGATE":            "1",
 	} {
@@ -200,5 +255,33 @@ func TestParseStart_EmptyMeansNoneConfigured(t *testing.T) {
 	var we *lambdaenv.WantError
 	if _, err := lambdaenv.ParseStart("sequence:4959"); !errors.As(err, &we) || !strings.Contains(we.Want, "sequence:<shard id>:<sequence number>") {
 		t.Fatalf("ParseStart(sequence without shard) = %v", err)
+	}
+}
+
+func TestReaderFromEnv_ParallelizationFactorIsOneByDefaultAndOneToTen(t *testing.T) {
+	base := map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f"}
+	r, err := lambdaenv.ReaderFromEnv(getenv(base))
+	if err != nil || r.ParallelizationFactor != 1 || r.ReaderPolicy().ParallelizationFactor != 1 {
+		t.Fatalf("default: %+v, %v; want factor 1", r, err)
+	}
+	for _, v := range []string{"1", "4", "10"} {
+		env := map[string]string{"SHARDLOOP_PARALLELIZATION_FACTOR": v}
+		for k, bv := range base {
+			env[k] = bv
+		}
+		r, err := lambdaenv.ReaderFromEnv(getenv(env))
+		if err != nil || fmt.Sprint(r.ReaderPolicy().ParallelizationFactor) != v {
+			t.Errorf("SHARDLOOP_PARALLELIZATION_FACTOR=%s: %+v, %v", v, r, err)
+		}
+	}
+	for _, v := range []string{"0", "11", "-1", "two"} {
+		env := map[string]string{"SHARDLOOP_PARALLELIZATION_FACTOR": v}
+		for k, bv := range base {
+			env[k] = bv
+		}
+		_, err := lambdaenv.ReaderFromEnv(getenv(env))
+		if !errors.Is(err, lambdaenv.ErrEnv) || !strings.Contains(err.Error(), "SHARDLOOP_PARALLELIZATION_FACTOR=") || !strings.Contains(err.Error(), "from 1 to 10") {
+			t.Errorf("SHARDLOOP_PARALLELIZATION_FACTOR=%s: err = %v, want one naming the variable and 1 to 10", v, err)
+		}
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/shardloop/shardloop/internal/awsconf"
+	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
 )
 
 // Limits of the settings, one definition each. The functions' environment
 // and the CLI's flags are checked against them by the same code (the
-// Limit values below); infra/ and template/ keep copies.
+// Limit values below); infra/shardloop imports them, and template/ (YAML)
+// keeps copies that a test compares.
 const (
 	// MinPollInterval: a shard allows 5 GetRecords calls a second, shared
 	// by every consumer of it; one reader waiting 200 ms after each empty
@@ -19,23 +21,81 @@ const (
 	MinPollInterval = 200 * time.Millisecond
 	MaxPollInterval = time.Minute
 	// MinRunLength and MaxRunLength bound one reader run (one shardreader
-	// invocation).
+	// invocation). The shardreader's timeout is the run length plus
+	// ShardReaderTimeoutMargin, so MaxRunLength keeps it within Lambda's
+	// 15 minutes.
 	MinRunLength = 5 * time.Second
 	MaxRunLength = reader.MaxRunLength
+	// DefaultRunLength is a deployed loop's run length (SHARDLOOP_RUN_LENGTH
+	// unset, the construct's and the SAM template's default). Each run costs
+	// two state transitions (Read, Decide) and a shardreader invocation, so
+	// 10 minutes cost a tenth of what 1 minute does ($0.22 a shard-month of
+	// transitions instead of $2.16). The price: new shardreader code or
+	// settings reach a loop at its next run, up to 10 minutes after a deploy,
+	// and a run whose execution was stopped (ABORTED) goes on reading until
+	// its end. docs/deploy.md weighs the choice. The local runner keeps
+	// reader.DefaultRunLength (60 s): transitions cost nothing there.
+	DefaultRunLength = 10 * time.Minute
+	// ShardReaderTimeoutMargin is added to the run length to make the
+	// shardreader's timeout: time to finish a delivery begun before the
+	// run's end and return the state.
+	ShardReaderTimeoutMargin = time.Minute
 	// MinBatchSize and MaxBatchSize bound the GetRecords limit.
 	MinBatchSize = 1
 	MaxBatchSize = reader.MaxBatchSize
 	// MaxCreateShards bounds SHARDLOOP_CREATE_SHARDS (0: never create).
 	MaxCreateShards = 10000
 	// MinWindow and MaxWindow bound the coordinator's relisting window,
-	// under Lambda's 15-minute cap.
+	// under Lambda's 15-minute cap. A window is optional: without one (the
+	// default) each scheduled invocation passes once, and the coordinator
+	// runs when there is something to do (a loop's execution that failed, a
+	// reader's nudge).
 	MinWindow = time.Second
 	MaxWindow = 14 * time.Minute
+	// CoordinatorTimeoutMargin is added to what one coordinator invocation
+	// may take (its window, or a watch) to make its timeout.
+	CoordinatorTimeoutMargin = 15 * time.Second
+	// WatchSlack is how much longer than a run a watch after a failed loop
+	// lasts at most: the run of an execution that was stopped goes on to
+	// its end, and its lease then lapses a lease duration later (two lease
+	// durations, so that a watch begun late still sees it lapse).
+	WatchSlack = 2 * lease.DefaultDuration
+	// MaxRetryAttempts and MaxBatchingWindow are Lambda's own limits for its
+	// Kinesis trigger.
+	MaxRetryAttempts  = reader.MaxRetryAttemptsLimit
+	MaxBatchingWindow = reader.MaxBatchingWindow
+	// DefaultPollInterval and DefaultMaxIterations are the reader's.
+	DefaultPollInterval  = reader.DefaultPollInterval
+	DefaultMaxIterations = reader.DefaultMaxIterations
+	// DefaultParallelizationFactor and MaxParallelizationFactor bound the
+	// lanes of one shard (SHARDLOOP_PARALLELIZATION_FACTOR, run
+	// --parallelization-factor, the construct's ParallelizationFactor):
+	// the reader's own, Lambda's bounds for its trigger.
+	DefaultParallelizationFactor = reader.DefaultParallelizationFactor
+	MaxParallelizationFactor     = reader.MaxParallelizationFactor
 	// MinTargetTimeout and MaxTargetTimeout bound the target's timeout as
 	// configured (Lambda allows 1 s to 15 min); the default is the maximum.
 	MinTargetTimeout = time.Second
 	MaxTargetTimeout = awsconf.MaxTargetTimeout
 )
+
+// WatchFor is how long a coordinator invocation watches the shard of a
+// loop whose execution ended FAILED, TIMED_OUT or ABORTED for its lease to
+// lapse: a run of that execution may still be going on (a stopped
+// execution's run reads on to its end).
+func WatchFor(runLength time.Duration) time.Duration { return runLength + WatchSlack }
+
+// CoordinatorTimeout is the coordinator function's timeout: room for its
+// window (0 for none) and for a watch after a failed loop of runLength.
+// It is at most 15 minutes for the limits above.
+func CoordinatorTimeout(window, runLength time.Duration) time.Duration {
+	return max(window, WatchFor(runLength)) + CoordinatorTimeoutMargin
+}
+
+// ShardReaderTimeout is the shardreader function's timeout for a run length.
+func ShardReaderTimeout(runLength time.Duration) time.Duration {
+	return runLength + ShardReaderTimeoutMargin
+}
 
 // WantError is a refused setting: Want says what was expected.
 type WantError struct{ Want string }
@@ -94,13 +154,16 @@ var (
 	PollIntervalLimit   = DurationLimit{Min: MinPollInterval, Max: MaxPollInterval, Why: "a shard allows 5 GetRecords calls a second, shared by every consumer"}
 	RunLengthLimit      = DurationLimit{Min: MinRunLength, Max: MaxRunLength, Why: "under Lambda's 15-minute cap"}
 	WindowLimit         = DurationLimit{Min: MinWindow, Max: MaxWindow}
-	BatchingWindowLimit = DurationLimit{Min: 0, Max: reader.MaxBatchingWindow}
+	BatchingWindowLimit = DurationLimit{Min: 0, Max: MaxBatchingWindow}
 	RecordAgeLimit      = DurationLimit{Min: MinRecordAge, Max: MaxRecordAge}
 	TargetTimeoutLimit  = DurationLimit{Min: MinTargetTimeout, Max: MaxTargetTimeout, Why: "the target function's own timeout; Lambda allows at most 15m0s"}
 	BatchSizeLimit      = IntLimit{Min: MinBatchSize, Max: MaxBatchSize, Why: "GetRecords returns at most 10000 records"}
 	CreateShardsLimit   = IntLimit{Min: 0, Max: MaxCreateShards, Why: "0 never creates the stream"}
 	MaxIterationsLimit  = IntLimit{Min: 1, Max: MaxIterations}
-	RetryAttemptsLimit  = IntLimit{Min: -1, Max: reader.MaxRetryAttemptsLimit, Why: "-1 retries until the records expire"}
+	RetryAttemptsLimit  = IntLimit{Min: -1, Max: MaxRetryAttempts, Why: "-1 retries until the records expire"}
+	// ParallelizationFactorLimit bounds the lanes of one shard, as Lambda
+	// bounds its trigger's ParallelizationFactor.
+	ParallelizationFactorLimit = IntLimit{Min: 1, Max: MaxParallelizationFactor, Why: "lanes delivering one shard concurrently, as Lambda's ParallelizationFactor"}
 )
 
 // StartForms are the start positions ParseStart reads.

@@ -37,7 +37,10 @@ type store struct {
 	dep string
 }
 
-var _ lease.Store = (*store)(nil)
+var (
+	_ lease.Store             = (*store)(nil)
+	_ lease.RenewCheckpointer = (*store)(nil)
+)
 
 // errStore and errNotWritten are the causes of injected store failures
 // (the answer lost; the write not made): neither ErrHeld nor ErrNotOwner,
@@ -145,15 +148,7 @@ func (s *store) Renew(ctx context.Context, stream, shardID, owner string) (lease
 func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	var out lease.Lease
 	err := s.call(ctx, "checkpoint", stream, shardID, true, func() error {
-		if s.t.w.cfg.Sabotage == CheckpointBack && seq != lease.ShardEnd {
-			last := s.t.lastCkpts[shardID]
-			if !s.t.ckptBack && len(last) == 2 && time.Since(s.t.w.began) > 2*time.Minute {
-				s.t.ckptBack = true
-				s.t.w.tr.add(s.t.w.shardName(shardID), owner, "SABOTAGE: checkpoint %s written as %s", short(seq), short(last[0]))
-				seq = last[0]
-			}
-			s.t.lastCkpts[shardID] = append(last, seq)[max(0, len(last)-1):]
-		}
+		seq := s.sabotageCheckpoint(shardID, owner, seq)
 		l, err := s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
 		if err == nil {
 			w := s.t.w
@@ -330,5 +325,72 @@ func (s *store) PutGeneration(ctx context.Context, stream string, g lease.Genera
 		w.tr.add("", "", "%s: generation %d recorded: %s start %s tip %s over %d shards (superseded %v)", s.dep, g.Order, g.ID, g.Start, g.Tip, len(g.Shards), g.Superseded)
 		w.chk.generation(g, found)
 		return nil
+	})
+}
+
+// sabotageCheckpoint is the checkpoint the table writes for seq: seq, or,
+// under the CheckpointBack sabotage once, an earlier one.
+func (s *store) sabotageCheckpoint(shardID, owner, seq string) string {
+	if s.t.w.cfg.Sabotage != CheckpointBack || seq == lease.ShardEnd {
+		return seq
+	}
+	last := s.t.lastCkpts[shardID]
+	if !s.t.ckptBack && len(last) == 2 && time.Since(s.t.w.began) > 2*time.Minute {
+		s.t.ckptBack = true
+		s.t.w.tr.add(s.t.w.shardName(shardID), owner, "SABOTAGE: checkpoint %s written as %s", short(seq), short(last[0]))
+		seq = last[0]
+	}
+	s.t.lastCkpts[shardID] = append(last, seq)[max(0, len(last)-1):]
+	return seq
+}
+
+// RenewCheckpoint implements lease.RenewCheckpointer: one write that
+// renews and checkpoints, watched by the checker as a checkpoint.
+func (s *store) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.call(ctx, "renew", stream, shardID, true, func() error {
+		seq := s.sabotageCheckpoint(shardID, owner, seq)
+		l, err := s.t.inner.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
+		switch {
+		case err == nil:
+			w := s.t.w
+			w.tr.add(w.shardName(shardID), owner, "renewal with checkpoint %s", short(seq))
+			w.chk.checkpoint(runKey(invocationOf(ctx), owner), owner, l, seq)
+		case errors.Is(err, lease.ErrNotOwner):
+			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "renewal with checkpoint refused")
+		}
+		out = l
+		return err
+	})
+	if err == errNotWritten {
+		s.t.w.chk.checkpointFailed(runKey(invocationOf(ctx), owner), owner, shardID, seq)
+	}
+	return out, err
+}
+
+// Beat implements lease.Store.
+func (s *store) Beat(ctx context.Context, stream string, hb lease.Heartbeat) (lease.Heartbeat, error) {
+	var out lease.Heartbeat
+	err := s.call(ctx, "beat", stream, "#runner", true, func() (err error) {
+		out, err = s.t.inner.Beat(ctx, stream, hb)
+		return err
+	})
+	return out, err
+}
+
+// Runners implements lease.Store.
+func (s *store) Runners(ctx context.Context, stream string) ([]lease.Heartbeat, error) {
+	var out []lease.Heartbeat
+	err := s.call(ctx, "runners", stream, "#runner", false, func() (err error) {
+		out, err = s.t.inner.Runners(ctx, stream)
+		return err
+	})
+	return out, err
+}
+
+// Leave implements lease.Store.
+func (s *store) Leave(ctx context.Context, stream, runner string, counter int64) error {
+	return s.call(ctx, "leave", stream, "#runner", true, func() error {
+		return s.t.inner.Leave(ctx, stream, runner, counter)
 	})
 }

@@ -13,10 +13,10 @@ import (
 
 // Defaults.
 const (
-	// DefaultRelistInterval is how often a coordinator lists shards (SPEC §3).
+	// DefaultRelistInterval is how often Run lists shards within its window.
 	DefaultRelistInterval = 10 * time.Second
-	// DefaultWindow is how long one scheduled invocation keeps relisting; the
-	// schedule fires once a minute.
+	// DefaultWindow is a window that fills the one-minute schedule, for Run.
+	// Deployments run without one by default (Once, Watch; see Serve).
 	DefaultWindow = 55 * time.Second
 )
 
@@ -44,7 +44,8 @@ type Subscription struct {
 // Config configures a Coordinator.
 type Config struct {
 	Subscriptions []Subscription
-	// RelistInterval between passes; default DefaultRelistInterval.
+	// RelistInterval between the passes of Run; default
+	// DefaultRelistInterval. Serve, Once and Watch do not relist.
 	RelistInterval time.Duration
 	// Logger; default discards.
 	Logger *slog.Logger
@@ -65,6 +66,14 @@ type Config struct {
 	// OnPass, when set, is called with each stream's result after every
 	// pass (for metrics). It must be fast.
 	OnPass func(StreamResult)
+	// Claim, when set, chooses which of a stream's leasable shards this
+	// coordinator takes in a pass: it gets the pass's decision and returns
+	// the shards to take, a subset of d.Leasable. The others are left for
+	// another coordinator on the same table (StreamResult.Declined). A local
+	// runner that shares the table with other runners uses it to take its
+	// fair share only. It must be fast. nil: every leasable shard is taken
+	// (the coordinator Lambda).
+	Claim func(stream string, d shards.Decision) []shards.Shard
 }
 
 // ErrInvalidConfig is matched by every configuration error.

@@ -43,8 +43,9 @@ type KinesisAPI interface {
 	shards.CreateAPI
 }
 
-// Coordinator runs passes over its subscriptions. It is safe for one Run at a
-// time plus concurrent Nudge calls.
+// Coordinator runs passes over its subscriptions. Its methods are safe for
+// concurrent use, with one Run or Serve at a time; passes are made one at
+// a time.
 type Coordinator struct {
 	cfg     Config
 	store   lease.Store
@@ -53,9 +54,15 @@ type Coordinator struct {
 	nudge   chan struct{}
 
 	observer *lease.Observer
+	// passing holds a token while a pass runs: one pass at a time. A
+	// channel rather than a mutex, so a pass waiting for another gives up
+	// with its context (and waits durably under testing/synctest).
+	passing chan struct{}
 
-	mu      sync.Mutex
-	created map[string]bool // streams create-if-missing has run for
+	mu           sync.Mutex
+	created      map[string]bool // streams create-if-missing has run for
+	failed       []Loop          // reported to Failed, for Serve
+	failedSignal chan struct{}
 }
 
 // New validates cfg and returns a Coordinator.
@@ -74,10 +81,11 @@ func New(cfg Config, store lease.Store, kinesis KinesisAPI, starter Starter) (*C
 		return nil, &ConfigError{Field: "starter", Reason: "want a Starter"}
 	}
 	return &Coordinator{cfg: cfg, store: store, kinesis: kinesis, starter: starter,
-		nudge: make(chan struct{}, 1), created: map[string]bool{}, observer: lease.NewObserver(cfg.LeaseDuration)}, nil
+		nudge: make(chan struct{}, 1), passing: make(chan struct{}, 1), failedSignal: make(chan struct{}, 1), created: map[string]bool{},
+		observer: lease.NewObserver(cfg.LeaseDuration)}, nil
 }
 
-// Nudge asks a running Run to pass again at once. It never blocks.
+// Nudge asks a running Run or Serve to pass again at once. It never blocks.
 func (c *Coordinator) Nudge() {
 	select {
 	case c.nudge <- struct{}{}:
@@ -86,9 +94,12 @@ func (c *Coordinator) Nudge() {
 }
 
 // Run passes over every subscription now and then every relist interval, or
-// at once after a Nudge, until window has passed or ctx ends. A failed pass
+// at once after a Nudge, until window has passed or ctx ends: what one
+// scheduled invocation of a deployment with a window does. A failed pass
 // is logged and retried at the next interval; Run returns the last pass's
-// error only when every pass failed.
+// error only when every pass failed. Without a window a deployment runs
+// Once per scheduled invocation and nudge and Watch per failed execution;
+// Serve is that shape in one process.
 func (c *Coordinator) Run(ctx context.Context, window time.Duration) error {
 	deadline := c.cfg.Clock().Add(window)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -174,6 +185,8 @@ type StreamResult struct {
 	Started []Loop
 	// Lost counts leasable shards whose take another coordinator won.
 	Lost int
+	// Declined counts leasable shards Config.Claim left to others.
+	Declined int
 	// Waiting explains the shards not taken, by shard id.
 	Waiting map[string]shards.Reason
 	// Generation is the stream's generation record as this pass left it
@@ -198,6 +211,11 @@ type StreamResult struct {
 	// shard lapses by this coordinator's watch unless renewed (those taken
 	// in this pass included); zero when none is held.
 	NextLapse time.Time
+	// Revoked are the loops holding a listed shard's lease that a new start
+	// (a generation, a reset) revoked and that have not lapsed yet: each
+	// stops at its next renewal, and its shard is taken once the lease
+	// lapses (Once watches them). Their Owner is the loop's owner.
+	Revoked []Loop
 }
 
 // Pass runs one pass over every subscription. Errors of one subscription do
@@ -206,17 +224,30 @@ func (c *Coordinator) Pass(ctx context.Context) (PassResult, error) {
 	var res PassResult
 	var errs []error
 	for _, sub := range c.cfg.Subscriptions {
-		r, err := c.passOne(ctx, sub)
-		r.Err = err
-		if c.cfg.OnPass != nil {
-			c.cfg.OnPass(r)
-		}
+		r, err := c.passStream(ctx, sub)
 		res.Streams = append(res.Streams, r)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// passStream runs one pass over one subscription, one pass at a time.
+func (c *Coordinator) passStream(ctx context.Context, sub Subscription) (StreamResult, error) {
+	name, _ := shards.StreamName(sub.Stream) // validated in New
+	select {
+	case c.passing <- struct{}{}:
+	case <-ctx.Done():
+		return StreamResult{Stream: name, Err: ctx.Err()}, ctx.Err()
+	}
+	defer func() { <-c.passing }()
+	r, err := c.passOne(ctx, sub)
+	r.Err = err
+	if c.cfg.OnPass != nil {
+		c.cfg.OnPass(r)
+	}
+	return r, err
 }
 
 func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResult, error) {
@@ -277,12 +308,21 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 			if !why.Until.IsZero() && (res.NextLapse.IsZero() || why.Until.Before(res.NextLapse)) {
 				res.NextLapse = why.Until
 			}
+			if rows[id].Revoked {
+				res.Revoked = append(res.Revoked, Loop{Stream: name, StreamARN: sum.arn, ShardID: id, Owner: lease.LoopOwner(rows[id].Owner)})
+			}
 		case shards.Stale:
 			stale = append(stale, rows[id])
 		}
 	}
+	slices.SortFunc(res.Revoked, func(a, b Loop) int { return strings.Compare(a.ShardID, b.ShardID) })
+	leasable := d.Leasable
+	if c.cfg.Claim != nil {
+		leasable = c.cfg.Claim(name, d)
+		res.Declined = len(d.Leasable) - len(leasable)
+	}
 	var errs []error
-	for _, s := range d.Leasable {
+	for _, s := range leasable {
 		owner := c.cfg.NewOwner(s.ID)
 		opts := []lease.TakeOption{lease.WithParents(s.Parents()...), lease.WithIncarnation(sum.incarnation)}
 		if r, ok := rows[s.ID]; ok && r.Held() {

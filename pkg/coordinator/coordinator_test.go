@@ -232,11 +232,18 @@ func TestRun_EndsWithItsWindow(t *testing.T) {
 		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
 		RelistInterval: 200 * time.Millisecond,
 	}, memStore(t), &countingKinesis{Client: kc, lists: &passes}, &recorder{})
+	begin := time.Now()
 	if err := c.Run(t.Context(), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if n := passes.Load(); n < 3 || n > 7 {
-		t.Fatalf("%d passes in a 1 s window at 200 ms, want about 5", n)
+	// It relisted within the window and stopped with it. How many passes
+	// fit depends on how fast kinesis-local answers on a loaded machine
+	// (each pass is four calls), so only the bounds are checked.
+	if n := passes.Load(); n < 2 || n > 7 {
+		t.Fatalf("%d passes in a 1 s window at 200 ms, want 2 to 7", n)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("a 1 s window ran %v", took)
 	}
 }
 
@@ -517,5 +524,48 @@ func TestPass_GenerationChangeFailedPartWayIsFinishedNextPass(t *testing.T) {
 		if r.Start != "timestamp:1700000000000" {
 			t.Fatalf("row %s start %q gen %q, want the new start on every shard", r.ShardID, r.Start, r.Generation)
 		}
+	}
+}
+
+// Claim (a local runner's fair share) chooses which leasable shards a pass
+// takes; the others stay free for another coordinator on the table. Without
+// it every leasable shard is taken.
+func TestPass_ClaimTakesOnlyTheShardsItChooses(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 3)
+	store := memStore(t)
+	rec := &recorder{}
+	var offered [][]string
+	claim := func(s string, d shards.Decision) []shards.Shard {
+		var ids []string
+		for _, sh := range d.Leasable {
+			ids = append(ids, sh.ID)
+		}
+		offered = append(offered, ids)
+		return d.Leasable[len(d.Leasable)-1:]
+	}
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}, Claim: claim}, store, kc, rec)
+	res, err := c.Pass(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.shards(); len(got) != 1 || got[0] != "shardId-000000000002" || res.Streams[0].Declined != 2 {
+		t.Fatalf("started %v, declined %d; want the one shard claimed, two declined", got, res.Streams[0].Declined)
+	}
+	if len(offered) != 1 || len(offered[0]) != 3 {
+		t.Fatalf("Claim was offered %v, want the three leasable shards", offered)
+	}
+	rows, _ := store.List(t.Context(), stream)
+	for _, r := range rows {
+		if r.ShardID != "shardId-000000000002" && r.Owner != "" {
+			t.Fatalf("declined shard %s was taken: %+v", r.ShardID, r)
+		}
+	}
+	// The next pass is offered the two left.
+	if _, err := c.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(offered) != 2 || len(offered[1]) != 2 {
+		t.Fatalf("second pass was offered %v, want the two shards left", offered)
 	}
 }

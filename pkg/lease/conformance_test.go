@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -492,6 +493,35 @@ var conformanceCases = []struct {
 		// Not revoked, the child's loop takes it back as before.
 		noErr(t)(s.Take(ctx, stream, "child", "other/r1", lease.WithOwnerFamily("other")))
 	}},
+	{"RenewCheckpointIsOneWriteOfBothByTheOwnerOnly", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		rc, ok := s.(lease.RenewCheckpointer)
+		if !ok {
+			t.Fatalf("%T is not a RenewCheckpointer", s)
+		}
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1})
+		must(t, err)
+		l, err := s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		clock.Advance(time.Second)
+		lag := int64(250)
+		got, err := rc.RenewCheckpoint(ctx, stream, "s1", "A", "77", &lag)
+		must(t, err)
+		if got.Counter != l.Counter+1 || got.Checkpoint != "77" || !got.StartApplied || got.MillisBehind != 250 ||
+			!got.LagAt.Equal(clock.Now()) || !got.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) {
+			t.Fatalf("renew with checkpoint = %+v", got)
+		}
+		if _, err := rc.RenewCheckpoint(ctx, stream, "s1", "B", "78", nil); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("by B: err = %v, want ErrNotOwner", err)
+		}
+		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 2})
+		must(t, err)
+		if _, err := rc.RenewCheckpoint(ctx, stream, "s1", "A", "79", nil); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("of a revoked lease: err = %v, want ErrNotOwner", err)
+		}
+		if row, _ := s.Get(ctx, stream, "s1"); row.Checkpoint != "77" {
+			t.Fatalf("row %+v after refused writes, want checkpoint 77", row)
+		}
+	}},
 	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s0:1", Generation: "g1", Order: 1})
 		must(t, err)
@@ -544,6 +574,71 @@ var conformanceCases = []struct {
 		}
 		if err := s.PutGeneration(ctx, stream, lease.Generation{ID: "", Start: "x", Order: 3}, 2); !errors.Is(err, lease.ErrInvalid) {
 			t.Fatalf("a record without an id: err = %v, want ErrInvalid", err)
+		}
+	}},
+	{"BeatCreatesAndBumpsTheRunnersRow", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		if hs, err := s.Runners(ctx, stream); err != nil || len(hs) != 0 {
+			t.Fatalf("Runners of a stream nobody beat for = %+v, %v; want none", hs, err)
+		}
+		hb, err := s.Beat(ctx, stream, lease.Heartbeat{Runner: "host-b.1", Host: "host-b", PID: 42, Leases: 3, BeatAt: clock.Now()})
+		must(t, err)
+		if hb.Counter != 1 || hb.Leases != 3 || hb.Host != "host-b" || hb.PID != 42 || !hb.BeatAt.Equal(clock.Now()) {
+			t.Fatalf("first beat = %+v, want counter 1 and the fields as given", hb)
+		}
+		clock.Advance(time.Second)
+		hb, err = s.Beat(ctx, stream, lease.Heartbeat{Runner: "host-b.1", Host: "host-b", PID: 42, Leases: 0, BeatAt: clock.Now()})
+		must(t, err)
+		if hb.Counter != 2 || hb.Leases != 0 {
+			t.Fatalf("second beat = %+v, want counter 2 and no leases", hb)
+		}
+		noErrHB(t)(s.Beat(ctx, stream, lease.Heartbeat{Runner: "a-runner", Leases: 1, BeatAt: clock.Now()}))
+		noErrHB(t)(s.Beat(ctx, "other", lease.Heartbeat{Runner: "c", BeatAt: clock.Now()}))
+		hs, err := s.Runners(ctx, stream)
+		must(t, err)
+		if len(hs) != 2 || hs[0].Runner != "a-runner" || hs[0].Counter != 1 || hs[1].Runner != "host-b.1" || hs[1].Counter != 2 ||
+			!hs[1].BeatAt.Equal(clock.Now()) || hs[1].PID != 42 {
+			t.Fatalf("Runners = %+v, want a-runner (counter 1) then host-b.1 (counter 2) of this stream only", hs)
+		}
+		// Heartbeat rows are not shard rows.
+		noErr(t)(s.Take(ctx, stream, "s0", lease.RunnerOwner("s0-x", "a-runner")))
+		rows, err := s.List(ctx, stream)
+		must(t, err)
+		if len(rows) != 1 || rows[0].ShardID != "s0" || lease.OwnerRunner(rows[0].Owner) != "a-runner" {
+			t.Fatalf("List = %+v, want the one shard row, owned by a-runner", rows)
+		}
+		for _, bad := range []string{"", "has/slash", "has@at", "has#hash", "has:colon", strings.Repeat("x", lease.MaxRunnerID+1)} {
+			if _, err := s.Beat(ctx, stream, lease.Heartbeat{Runner: bad}); !errors.Is(err, lease.ErrInvalid) {
+				t.Fatalf("beat as %q: err = %v, want ErrInvalid", bad, err)
+			}
+		}
+	}},
+	{"LeaveOnlyWithTheCounterSeen", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		first, err := s.Beat(ctx, stream, lease.Heartbeat{Runner: "r1", BeatAt: clock.Now()})
+		must(t, err)
+		noErrHB(t)(s.Beat(ctx, stream, lease.Heartbeat{Runner: "r2", BeatAt: clock.Now()}))
+		last, err := s.Beat(ctx, stream, lease.Heartbeat{Runner: "r1", BeatAt: clock.Now()})
+		must(t, err)
+		// A watcher that saw an older counter stand still is too late: the
+		// runner beat since.
+		if err := s.Leave(ctx, stream, "r1", first.Counter); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("leave with a counter the runner moved past: err = %v, want ErrHeld", err)
+		}
+		must(t, s.Leave(ctx, stream, "r1", last.Counter))
+		hs, err := s.Runners(ctx, stream)
+		must(t, err)
+		if len(hs) != 1 || hs[0].Runner != "r2" {
+			t.Fatalf("Runners after r1 left = %+v, want r2 only", hs)
+		}
+		must(t, s.Leave(ctx, stream, "r1", last.Counter)) // twice is fine
+		must(t, s.Leave(ctx, stream, "never-beat", 0))
+		// A runner removed while it was only slow comes back with its next beat.
+		hb, err := s.Beat(ctx, stream, lease.Heartbeat{Runner: "r1", BeatAt: clock.Now()})
+		must(t, err)
+		if hb.Counter != 1 {
+			t.Fatalf("beat after leaving = %+v, want a new row, counter 1", hb)
+		}
+		if hs, _ := s.Runners(ctx, stream); len(hs) != 2 {
+			t.Fatalf("Runners after r1 came back = %+v, want r1 and r2", hs)
 		}
 	}},
 	{"TakeWithIncarnationRecordsIt", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
@@ -699,6 +794,14 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// noErrHB fails the test when the returned error is not nil.
+func noErrHB(t *testing.T) func(lease.Heartbeat, error) {
+	return func(_ lease.Heartbeat, err error) {
+		t.Helper()
+		must(t, err)
 	}
 }
 

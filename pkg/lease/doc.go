@@ -1,6 +1,7 @@
 // Package lease is shardloop's lease table: one row per shard recording which
-// owner reads it, how far it has read, and where it opens next; and one row
-// per stream recording its start generation.
+// owner reads it, how far it has read, and where it opens next; one row per
+// stream recording its start generation; and, for local runners that share
+// a table, one heartbeat row per runner and stream.
 //
 // A lease lasts DefaultDuration (10 s) and its holder renews it every
 // DefaultRenewInterval (3 s). Every write is conditional:
@@ -30,6 +31,14 @@
 // whatever the skew between the two hosts, never do two owners act on one
 // shard at once. The Expiry written on the row is the holder's clock's, for
 // operators.
+//
+// Runners that share a table (pkg/runner with balancing on) each Beat a
+// heartbeat row per stream ("<stream>#runner#<id>", listed in the row
+// "<stream>#runners"); a watcher deems a runner gone once its counter has
+// stood still for a lease duration on the watcher's clock
+// (Observer.ObserveRunner) and removes it with Leave, conditional on that
+// counter. Loop owners of a runner end with "@<runner id>" (RunnerOwner,
+// OwnerRunner).
 //
 // WithLag wraps a store so that each checkpoint also records how far behind
 // the tip the reader was (MillisBehind, LagAt), which shardloop status shows.

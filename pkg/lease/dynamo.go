@@ -44,6 +44,18 @@ const (
 	attrGenRecordedAt  = "generation_recorded_at" // epoch milliseconds, the recorder's clock
 	attrGenRecordedBy  = "generation_recorded_by"
 	attrGenIncarnation = "generation_incarnation"
+
+	// A runner's heartbeat row, keyed "<stream>#runner#<id>", and the row
+	// listing a stream's runners, keyed "<stream>#runners". Neither has a
+	// "stream" attribute, so List's filter never returns them.
+	attrRunnerStream  = "runner_stream"
+	attrRunnerID      = "runner_id"
+	attrRunnerHost    = "runner_host"
+	attrRunnerPID     = "runner_pid"
+	attrRunnerLeases  = "runner_leases"
+	attrRunnerCounter = "runner_counter"
+	attrRunnerBeatAt  = "runner_beat_at" // epoch milliseconds, the runner's clock
+	attrRunnerIDs     = "runner_ids"     // a string set, on the stream's runners row
 )
 
 // batchGetLimit is DynamoDB's limit of keys per BatchGetItem request.
@@ -71,8 +83,9 @@ type DynamoStore struct {
 }
 
 var (
-	_ Store           = (*DynamoStore)(nil)
-	_ LagCheckpointer = (*DynamoStore)(nil)
+	_ Store             = (*DynamoStore)(nil)
+	_ LagCheckpointer   = (*DynamoStore)(nil)
+	_ RenewCheckpointer = (*DynamoStore)(nil)
 )
 
 // NewDynamoStore returns a store over table, which must exist (see CreateTable).
@@ -275,6 +288,36 @@ func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string) 
 	return decode(out.Attributes)
 }
 
+// RenewCheckpoint implements RenewCheckpointer: a renewal and a checkpoint
+// in one conditional write.
+func (s *DynamoStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	if millisBehind != nil {
+		if err := checkLag(*millisBehind); err != nil {
+			return Lease{}, err
+		}
+	}
+	now := s.opts.Clock()
+	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
+		Add(expression.Name(attrCounter), expression.Value(1)).
+		Set(expression.Name(attrCheckpoint), expression.Value(seq)).
+		Set(expression.Name(attrStartApplied), expression.Value(true))
+	if millisBehind != nil {
+		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*millisBehind)).
+			Set(expression.Name(attrLagAt), expression.Value(ms(now)))
+	}
+	out, err := s.update(ctx, "renew", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	if err != nil {
+		return Lease{}, err
+	}
+	return decode(out.Attributes)
+}
+
 // Checkpoint implements Store.
 func (s *DynamoStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
@@ -364,42 +407,62 @@ func (s *DynamoStore) GetMany(ctx context.Context, stream string, shardIDs []str
 	if err := checkMany(stream, shardIDs); err != nil {
 		return nil, err
 	}
-	out := make(map[string]Lease, len(shardIDs))
-	seen := make(map[string]bool, len(shardIDs))
-	var keys []map[string]types.AttributeValue
+	keys := make([]map[string]types.AttributeValue, 0, len(shardIDs))
 	for _, id := range shardIDs {
+		keys = append(keys, keyOf(stream, id))
+	}
+	out := make(map[string]Lease, len(shardIDs))
+	err := s.batchGet(ctx, keys, func(item map[string]types.AttributeValue) error {
+		l, err := decode(item)
+		if err == nil {
+			out[l.ShardID] = l
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch get %s: %w", stream, err)
+	}
+	return out, nil
+}
+
+// batchGet reads the items of keys (each once), strongly consistent, with
+// one BatchGetItem per 100 keys, retrying unprocessed keys with a short
+// backoff until ctx ends, and hands each item found to got.
+func (s *DynamoStore) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, got func(map[string]types.AttributeValue) error) error {
+	seen := make(map[string]bool, len(keys))
+	var todo []map[string]types.AttributeValue
+	for _, k := range keys {
+		id := k[attrKey].(*types.AttributeValueMemberS).Value
 		if !seen[id] {
 			seen[id] = true
-			keys = append(keys, keyOf(stream, id))
+			todo = append(todo, k)
 		}
 	}
-	for len(keys) > 0 {
-		n := min(len(keys), batchGetLimit)
-		pending := keys[:n]
-		keys = keys[n:]
+	for len(todo) > 0 {
+		n := min(len(todo), batchGetLimit)
+		pending := todo[:n]
+		todo = todo[n:]
 		for attempt := 0; len(pending) > 0; attempt++ {
 			if attempt > 0 {
 				if err := sleep(ctx, backoff(attempt)); err != nil {
-					return nil, fmt.Errorf("batch get %s: %w", stream, err)
+					return err
 				}
 			}
 			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 				RequestItems: map[string]types.KeysAndAttributes{s.table: {Keys: pending, ConsistentRead: aws.Bool(true)}},
 			})
 			if err != nil {
-				return nil, fmt.Errorf("batch get %s: %w", stream, err)
+				return err
 			}
 			for _, item := range res.Responses[s.table] {
-				l, err := decode(item)
-				if err != nil {
-					return nil, err
+				if err := got(item); err != nil {
+					return err
 				}
-				out[l.ShardID] = l
 			}
 			pending = res.UnprocessedKeys[s.table].Keys
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // List implements Store.

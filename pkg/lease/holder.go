@@ -88,6 +88,8 @@ type Holder struct {
 	deadline time.Time
 	err      error       // why the lease is no longer held; nil while it is
 	timer    *time.Timer // fires at the deadline
+	settled  string      // the last checkpoint Settle recorded
+	written  string      // the last checkpoint known to be on the row
 }
 
 // Hold takes the lease for o.Owner with opts and returns its Holder, with
@@ -198,7 +200,7 @@ func (h *Holder) KeepAlive(ctx context.Context) {
 		}
 		sent := h.o.Clock()
 		callCtx, cancel := context.WithTimeout(h.ctx, h.o.RenewInterval)
-		_, err := h.o.Store.Renew(callCtx, h.o.Stream, h.o.ShardID, h.o.Owner)
+		seq, err := h.renew(callCtx)
 		cancel()
 		switch {
 		case err == nil:
@@ -206,6 +208,9 @@ func (h *Holder) KeepAlive(ctx context.Context) {
 			if h.err == nil {
 				if d := sent.Add(h.o.Duration - h.o.Margin); d.After(h.deadline) {
 					h.deadline = d
+				}
+				if seq != "" {
+					h.written = seq
 				}
 			}
 			h.mu.Unlock()
@@ -220,11 +225,86 @@ func (h *Holder) KeepAlive(ctx context.Context) {
 	}
 }
 
+// renew sends one renewal, carrying the settled checkpoint when one waits
+// and the store can write both at once (a RenewCheckpointer); it returns the
+// checkpoint it wrote, if any.
+func (h *Holder) renew(ctx context.Context) (string, error) {
+	h.mu.Lock()
+	seq := h.settled
+	if seq == h.written {
+		seq = ""
+	}
+	h.mu.Unlock()
+	if rc, ok := h.o.Store.(RenewCheckpointer); ok && seq != "" {
+		_, err := rc.RenewCheckpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq, nil)
+		return seq, err
+	}
+	_, err := h.o.Store.Renew(ctx, h.o.Stream, h.o.ShardID, h.o.Owner)
+	return "", err
+}
+
 // Checkpoint writes seq while the lease is valid. A refusal (ErrNotOwner)
 // loses the lease; past the deadline nothing is written and the error
 // matches ErrLapsed.
 func (h *Holder) Checkpoint(ctx context.Context, seq string) (Lease, error) {
-	return h.write(func() (Lease, error) { return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq) })
+	l, err := h.write(func() (Lease, error) { return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq) })
+	if err == nil {
+		h.mu.Lock()
+		h.written, h.settled = seq, seq
+		h.mu.Unlock()
+	}
+	return l, err
+}
+
+// Settle records seq as settled, to be written with the next renewal in one
+// lease write (coalescing checkpoints with renewals, so a busy shard costs
+// the writes an idle one does). It writes nothing itself; Flush writes what
+// is settled at once. When the store cannot renew and checkpoint in one
+// write (not a RenewCheckpointer), the next renewal writes none and Flush
+// must. A lease lost before the write costs what settled since the last one
+// (delivered again by the next owner: at most one renew interval more).
+func (h *Holder) Settle(seq string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.settled = seq
+	}
+}
+
+// Coalesces reports whether Settle's checkpoints ride on the renewals: the
+// store writes both in one (a RenewCheckpointer).
+func (h *Holder) Coalesces() bool {
+	_, ok := h.o.Store.(RenewCheckpointer)
+	return ok
+}
+
+// Written returns the last checkpoint this holder wrote (by Checkpoint,
+// Flush or a renewal carrying it), or "".
+func (h *Holder) Written() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.written
+}
+
+// Pending returns the settled checkpoint not yet written, or "".
+func (h *Holder) Pending() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.settled == h.written {
+		return ""
+	}
+	return h.settled
+}
+
+// Flush writes the settled checkpoint now if the row does not have it yet,
+// as Checkpoint does: before a SHARD_END, at the end of a run, before a
+// release.
+func (h *Holder) Flush(ctx context.Context) error {
+	if seq := h.Pending(); seq != "" {
+		_, err := h.Checkpoint(ctx, seq)
+		return err
+	}
+	return h.Valid()
 }
 
 // Pin records where the holder opened the shard at its tip (Store.Pin),

@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -259,4 +261,70 @@ func TestHolderAndObserver_NeverTwoOwnersWhateverTheSkew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingStore counts the writes that reach the store.
+type countingStore struct {
+	lease.Store
+	mu     sync.Mutex
+	writes map[string]int
+}
+
+func (c *countingStore) count(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writes == nil {
+		c.writes = map[string]int{}
+	}
+	c.writes[op]++
+}
+
+func (c *countingStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	c.count("renew")
+	return c.Store.Renew(ctx, stream, shardID, owner)
+}
+
+func (c *countingStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	c.count("checkpoint")
+	return c.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
+func (c *countingStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
+	c.count("renew+checkpoint")
+	return c.Store.(lease.RenewCheckpointer).RenewCheckpoint(ctx, stream, shardID, owner, seq, lag)
+}
+
+// TestHolder_SettledCheckpointsRideOnTheRenewals: a busy shard settling
+// batches many times a second writes one lease write per renew interval,
+// carrying the renewal and the latest checkpoint; Flush writes what is
+// left at once.
+func TestHolder_SettledCheckpointsRideOnTheRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		s := &countingStore{Store: mem}
+		h := newHolder(t, s, time.Now)
+		go h.KeepAlive(t.Context())
+		for i := range 100 { // 10 batches a second for 10 s
+			h.Settle(fmt.Sprint(1000 + i))
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		s.mu.Lock()
+		got := maps.Clone(s.writes)
+		s.mu.Unlock()
+		if got["checkpoint"] != 0 || got["renew"] != 0 || got["renew+checkpoint"] != 3 {
+			t.Fatalf("writes %v, want 3 renewals carrying checkpoints and nothing else", got)
+		}
+		row, _ := mem.Get(t.Context(), stream, "s1")
+		if row.Checkpoint == "" || !row.StartApplied {
+			t.Fatalf("row %+v: want the last renewal's checkpoint", row)
+		}
+		if h.Pending() == "" {
+			t.Fatal("nothing pending after the last renewal: want the batches settled since")
+		}
+		must(t, h.Flush(t.Context()))
+		if row, _ := mem.Get(t.Context(), stream, "s1"); row.Checkpoint != "1099" || h.Pending() != "" {
+			t.Fatalf("after Flush the row has %q, pending %q; want 1099 and nothing", row.Checkpoint, h.Pending())
+		}
+	})
 }

@@ -167,6 +167,22 @@ type Store interface {
 	// one still has order prevOrder (0: when there is none), or fails with
 	// ErrChanged: another coordinator wrote first.
 	PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error
+	// Beat writes the heartbeat row of runner hb.Runner for stream: it bumps
+	// the row's counter, records hb's Host, PID, Leases and BeatAt, creates
+	// the row when there is none (a first beat, or a row a watcher removed
+	// as gone) and lists the runner among the stream's runners. It returns
+	// the row as written.
+	Beat(ctx context.Context, stream string, hb Heartbeat) (Heartbeat, error)
+	// Runners returns the heartbeat rows of the stream's runners, strongly
+	// consistent, ordered by runner id. A runner listed without a row
+	// (between the two writes of a Beat or a Leave) comes with Counter 0.
+	Runners(ctx context.Context, stream string) ([]Heartbeat, error)
+	// Leave removes runner's heartbeat row when its counter is still counter
+	// (the runner's own last beat, or one a watcher saw stand still for a
+	// lease duration: a runner gone; 0 for a runner listed without a row)
+	// and takes the runner off the stream's runners. It fails with ErrHeld
+	// when the counter moved. Leaving twice is not an error.
+	Leave(ctx context.Context, stream, runner string, counter int64) error
 }
 
 // Start is what SetStart records on a shard's row.
@@ -254,6 +270,28 @@ type LagCheckpointer interface {
 	CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error)
 }
 
+// RenewCheckpointer is a Store that can renew a lease and record a
+// checkpoint in one conditional write: what a Holder uses to coalesce
+// checkpoints with renewals (one lease write per renew interval carrying
+// both). MemoryStore, DynamoStore and the store WithLag returns over them
+// are. millisBehind, when not nil, is recorded as by CheckpointWithLag.
+type RenewCheckpointer interface {
+	RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error)
+}
+
+// RenewCheckpoint renews owner's lease and records seq on s: in one write
+// when s is a RenewCheckpointer, else a Renew then a Checkpoint. Wrappers of
+// a Store that implement RenewCheckpointer forward to it.
+func RenewCheckpoint(ctx context.Context, s Store, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if rc, ok := s.(RenewCheckpointer); ok {
+		return rc.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
+	}
+	if _, err := s.Renew(ctx, stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	return s.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
 // WithLag returns s with a Checkpoint that also records lag(stream,
 // shardID), when lag knows it and s is a LagCheckpointer; every other
 // method is s's own. lag must be fast and safe for concurrent use (for
@@ -264,13 +302,33 @@ func WithLag(s Store, lag func(stream, shardID string) (millis int64, ok bool)) 
 	if !ok || lag == nil {
 		return s
 	}
-	return lagStore{Store: s, lc: lc, lag: lag}
+	ls := lagStore{Store: s, lc: lc, lag: lag}
+	if rc, ok := s.(RenewCheckpointer); ok {
+		return lagRenewStore{lagStore: ls, rc: rc}
+	}
+	return ls
 }
 
 type lagStore struct {
 	Store
 	lc  LagCheckpointer
 	lag func(stream, shardID string) (int64, bool)
+}
+
+// lagRenewStore is a lagStore over a RenewCheckpointer.
+type lagRenewStore struct {
+	lagStore
+	rc RenewCheckpointer
+}
+
+func (s lagRenewStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if millisBehind == nil {
+		if ms, ok := s.lag(stream, shardID); ok {
+			ms = max(ms, 0)
+			millisBehind = &ms
+		}
+	}
+	return s.rc.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
 }
 
 func (s lagStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
@@ -393,7 +451,7 @@ var (
 // ErrNotOwner or ErrChanged with errors.Is. Current is the row as the store saw it when
 // the store could tell without another read, else nil.
 type ConflictError struct {
-	Op      string // "take", "renew", "checkpoint", "pin", "release", "delete", "reset", "set start", "put generation"
+	Op      string // "take", "renew", "checkpoint", "pin", "release", "delete", "reset", "set start", "put generation", "leave"
 	Key     string
 	Owner   string // the caller's owner id
 	Current *Lease

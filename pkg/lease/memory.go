@@ -14,12 +14,14 @@ type MemoryStore struct {
 	opts Options
 	mu   sync.Mutex
 	rows map[string]Lease
-	gens map[string]Generation // by stream
+	gens map[string]Generation           // by stream
+	hbs  map[string]map[string]Heartbeat // by stream, then runner
 }
 
 var (
-	_ Store           = (*MemoryStore)(nil)
-	_ LagCheckpointer = (*MemoryStore)(nil)
+	_ Store             = (*MemoryStore)(nil)
+	_ LagCheckpointer   = (*MemoryStore)(nil)
+	_ RenewCheckpointer = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store.
@@ -32,7 +34,7 @@ func NewMemoryStore(optFns ...func(*Options)) (*MemoryStore, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &MemoryStore{opts: o, rows: map[string]Lease{}, gens: map[string]Generation{}}, nil
+	return &MemoryStore{opts: o, rows: map[string]Lease{}, gens: map[string]Generation{}, hbs: map[string]map[string]Heartbeat{}}, nil
 }
 
 func clone(l Lease) Lease {
@@ -135,6 +137,30 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, se
 	return m.update(ctx, "checkpoint", stream, shardID, owner, func(l *Lease) {
 		l.Checkpoint = seq
 		l.StartApplied = true
+	})
+}
+
+// RenewCheckpoint implements RenewCheckpointer.
+func (m *MemoryStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
+	if err := checkOwned(stream, shardID, owner); err != nil {
+		return Lease{}, err
+	}
+	if err := checkSeq(seq); err != nil {
+		return Lease{}, err
+	}
+	if millisBehind != nil {
+		if err := checkLag(*millisBehind); err != nil {
+			return Lease{}, err
+		}
+	}
+	return m.update(ctx, "renew", stream, shardID, owner, func(l *Lease) {
+		now := m.opts.Clock()
+		l.Expiry = now.Add(m.opts.Duration)
+		l.Counter++
+		l.Checkpoint, l.StartApplied = seq, true
+		if millisBehind != nil {
+			l.MillisBehind, l.LagAt = *millisBehind, time.UnixMilli(now.UnixMilli())
+		}
 	})
 }
 
@@ -352,4 +378,61 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 	l.Counter++
 	m.rows[key] = l
 	return clone(l), nil
+}
+
+// Beat implements Store.
+func (m *MemoryStore) Beat(ctx context.Context, stream string, hb Heartbeat) (Heartbeat, error) {
+	if err := checkBeat(stream, hb); err != nil {
+		return Heartbeat{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Heartbeat{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rs := m.hbs[stream]
+	if rs == nil {
+		rs = map[string]Heartbeat{}
+		m.hbs[stream] = rs
+	}
+	hb.Counter = rs[hb.Runner].Counter + 1
+	hb.BeatAt = time.UnixMilli(hb.BeatAt.UnixMilli())
+	rs[hb.Runner] = hb
+	return hb, nil
+}
+
+// Runners implements Store.
+func (m *MemoryStore) Runners(ctx context.Context, stream string) ([]Heartbeat, error) {
+	if err := checkName("stream", stream); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Heartbeat, 0, len(m.hbs[stream]))
+	for _, hb := range m.hbs[stream] {
+		out = append(out, hb)
+	}
+	sortByRunner(out)
+	return out, nil
+}
+
+// Leave implements Store.
+func (m *MemoryStore) Leave(ctx context.Context, stream, runner string, counter int64) error {
+	if err := checkLeave(stream, runner, counter); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hb, ok := m.hbs[stream][runner]
+	if ok && hb.Counter != counter {
+		return &ConflictError{Op: "leave", Key: runnerKey(stream, runner), Owner: runner, Err: ErrHeld}
+	}
+	delete(m.hbs[stream], runner)
+	return nil
 }

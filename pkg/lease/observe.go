@@ -60,20 +60,34 @@ func NewObserver(d time.Duration) *Observer {
 // Observe records row as read at now (the observer's clock, read after the
 // row arrived) and returns the verdict.
 func (o *Observer) Observe(row Lease, now time.Time) Verdict {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	key := row.Key()
 	if row.Owner == "" {
-		delete(o.seen, key)
+		o.mu.Lock()
+		delete(o.seen, row.Key())
+		o.mu.Unlock()
 		return Verdict{Free: true, Counter: row.Counter}
 	}
+	return o.observe(row.Key(), row.Owner, row.Counter, now)
+}
+
+// ObserveRunner records a runner's heartbeat row of stream as read at now
+// and returns the verdict: Lapsed once the row's counter has stood still for
+// a lease duration on this observer's clock (the runner is gone; pass
+// Counter to Store.Leave to remove it). It is never Free. A runner listed
+// without a row (Counter 0) lapses the same way.
+func (o *Observer) ObserveRunner(stream string, hb Heartbeat, now time.Time) Verdict {
+	return o.observe(runnerKey(stream, hb.Runner), hb.Runner, hb.Counter, now)
+}
+
+func (o *Observer) observe(key, owner string, counter int64, now time.Time) Verdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	s, ok := o.seen[key]
-	if !ok || s.owner != row.Owner || s.counter != row.Counter || now.Before(s.since) {
-		s = seen{owner: row.Owner, counter: row.Counter, since: now}
+	if !ok || s.owner != owner || s.counter != counter || now.Before(s.since) {
+		s = seen{owner: owner, counter: counter, since: now}
 		o.seen[key] = s
 	}
 	at := s.since.Add(o.duration)
-	return Verdict{Lapsed: !now.Before(at), Counter: row.Counter, LapsesAt: at}
+	return Verdict{Lapsed: !now.Before(at), Counter: counter, LapsesAt: at}
 }
 
 // Forget drops what the observer remembers of a row (a shard gone from the
@@ -82,4 +96,12 @@ func (o *Observer) Forget(stream, shardID string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.seen, Key(stream, shardID))
+}
+
+// ForgetRunner drops what the observer remembers of a runner's heartbeat
+// row (a runner that left).
+func (o *Observer) ForgetRunner(stream, runner string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seen, runnerKey(stream, runner))
 }

@@ -72,3 +72,48 @@ func TestObserver_JudgesLapseOnItsOwnClock(t *testing.T) {
 		})
 	}
 }
+
+func TestObserver_RunnerIsGoneOnceItsHeartbeatStoodStillForADuration(t *testing.T) {
+	const d = 10 * time.Second
+	o := lease.NewObserver(d)
+	t0 := time.UnixMilli(1_800_000_000_000)
+	// BeatAt is the runner's clock, 30 s off: never read.
+	hb := func(counter int64) lease.Heartbeat {
+		return lease.Heartbeat{Runner: "r1", Counter: counter, BeatAt: t0.Add(30 * time.Second)}
+	}
+	if v := o.ObserveRunner(stream, hb(5), t0); v.Lapsed || v.Free || !v.LapsesAt.Equal(t0.Add(d)) {
+		t.Fatalf("first sight = %+v, want live until t0+d", v)
+	}
+	if v := o.ObserveRunner(stream, hb(6), t0.Add(9*time.Second)); v.Lapsed || !v.LapsesAt.Equal(t0.Add(19*time.Second)) {
+		t.Fatalf("after a beat = %+v, want the watch restarted", v)
+	}
+	if v := o.ObserveRunner(stream, hb(6), t0.Add(19*time.Second)); !v.Lapsed || v.Counter != 6 {
+		t.Fatalf("standing still for d = %+v, want lapsed at counter 6", v)
+	}
+	// The same id on another stream, or a shard row of the same name, is
+	// watched apart.
+	if v := o.ObserveRunner("other", hb(6), t0.Add(19*time.Second)); v.Lapsed {
+		t.Fatalf("another stream's runner = %+v, want a fresh watch", v)
+	}
+	if v := o.Observe(lease.Lease{Stream: stream, ShardID: "r1", Owner: "r1", Counter: 6}, t0.Add(19*time.Second)); v.Lapsed {
+		t.Fatalf("a shard row named like the runner = %+v, want a fresh watch", v)
+	}
+	o.ForgetRunner(stream, "r1")
+	if v := o.ObserveRunner(stream, hb(6), t0.Add(20*time.Second)); v.Lapsed {
+		t.Fatalf("after Forget = %+v, want a fresh watch", v)
+	}
+}
+
+func TestOwnerRunner_NamesTheRunnerOfALoopOrRunOwner(t *testing.T) {
+	for _, c := range []struct{ owner, want string }{
+		{lease.RunnerOwner("shardId-1-ab", "host-1-cd"), "host-1-cd"},
+		{lease.RunnerOwner("shardId-1-ab", "host-1-cd") + lease.RunSeparator + "0123", "host-1-cd"},
+		{"shardId-1-ab", ""},
+		{"shardId-1-ab/0123", ""},
+		{"", ""},
+	} {
+		if got := lease.OwnerRunner(c.owner); got != c.want {
+			t.Errorf("OwnerRunner(%q) = %q, want %q", c.owner, got, c.want)
+		}
+	}
+}

@@ -76,6 +76,13 @@ type Options struct {
 	Clock func() time.Time
 	// Logger gets write failures. Default discards.
 	Logger *slog.Logger
+	// PerShardLag publishes MillisBehindLatest with the dimension set
+	// [Stream, Shard] too, one CloudWatch custom metric per shard ($0.30 a
+	// shard-month). Default false: the metric carries [Stream] alone, whose
+	// Maximum is the lag of the stream's most-behind shard, and each shard's
+	// figure stays in its line (CloudWatch Logs Insights) and on its lease
+	// row (shardloop status).
+	PerShardLag bool
 }
 
 // Recorder gathers the reader's and coordinator's events per stream and
@@ -85,12 +92,15 @@ type Options struct {
 // lines into metrics; no API call is made.
 //
 // Every metric carries the dimension set [Stream], so Sum of a counter over
-// [Stream] is the stream's total. MillisBehindLatest and the event counters
-// (errors, give-ups, lease takes and losses, shard ends) carry [Stream,
-// Shard] too; RecordsDelivered and Batches do not, to keep one custom metric
-// per shard (see streamOnly). MillisBehindLatest is each shard's maximum over
+// [Stream] is the stream's total. The event counters (errors, give-ups,
+// lease takes and losses, shard ends) carry [Stream, Shard] too: they are
+// billed only in the hours they occur, and then say which shard is in
+// trouble. RecordsDelivered, Batches and, unless Options.PerShardLag,
+// MillisBehindLatest do not, so that a busy shard adds no custom metric of
+// its own (see streamOnly). MillisBehindLatest is each shard's maximum over
 // the interval, so the Maximum statistic over [Stream] is the lag of the
-// stream's most-behind shard; its Average over [Stream] means little.
+// stream's most-behind shard; its Average over [Stream] means little. Each
+// line names its shard as a property whatever the dimensions.
 //
 // Recorder implements reader.Hooks. Its methods are safe for concurrent use
 // and do not block on I/O except the hook call that finds a flush due, which
@@ -238,12 +248,12 @@ type emfMetric struct {
 	Unit string `json:"Unit"`
 }
 
-// streamOnly are the metrics a busy shard emits every minute: they carry
-// the Stream dimension alone, so that a shard adds one custom metric
-// (MillisBehindLatest), not three, to the CloudWatch bill. The Shard is still
-// a property of every line, for CloudWatch Logs Insights. The other counters
-// also carry [Stream, Shard]: they cost only in the hours they occur, and
-// then say which shard is in trouble.
+// streamOnly are the counters a busy shard emits every minute: they carry
+// the Stream dimension alone, so that a shard adds no custom metric to the
+// CloudWatch bill (MillisBehindLatest likewise, unless PerShardLag). The
+// Shard is still a property of every line, for CloudWatch Logs Insights.
+// The other counters also carry [Stream, Shard]: they cost only in the
+// hours they occur, and then say which shard is in trouble.
 var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true, StreamNotFound: true, StaleConfiguration: true}
 
 // line is one shard's EMF object, or nil when nothing happened.
@@ -264,7 +274,12 @@ func (r *Recorder) line(ts int64, k shardKey, c *counts) []byte {
 		}
 	}
 	if c.hasBehind {
-		shard = append(shard, emfMetric{Name: MillisBehindLatest, Unit: UnitMilliseconds})
+		lag := emfMetric{Name: MillisBehindLatest, Unit: UnitMilliseconds}
+		if r.opts.PerShardLag {
+			shard = append(shard, lag)
+		} else {
+			stream = append(stream, lag)
+		}
 		doc[MillisBehindLatest] = c.behind
 	}
 	var ds []emfDirective

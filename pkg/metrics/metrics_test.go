@@ -225,8 +225,8 @@ func TestRecorder_EMFLinesAreValidEMFWithEveryMetric(t *testing.T) {
 	}
 	for name := range want {
 		wantDims := "[[Stream] [Stream Shard]]"
-		if name == "RecordsDelivered" || name == "Batches" {
-			wantDims = "[[Stream]]" // one custom metric per shard: see streamOnly
+		if name == "RecordsDelivered" || name == "Batches" || name == "MillisBehindLatest" {
+			wantDims = "[[Stream]]" // no custom metric per shard: see streamOnly
 		}
 		if l.Dimensions[name] != wantDims {
 			t.Errorf("dimensions of %s = %s, want %s", name, l.Dimensions[name], wantDims)
@@ -238,6 +238,34 @@ func TestRecorder_EMFLinesAreValidEMFWithEveryMetric(t *testing.T) {
 		if l.Units[name] != wantUnit {
 			t.Errorf("unit of %s = %q, want %s", name, l.Units[name], wantUnit)
 		}
+	}
+}
+
+// With PerShardLag the lag is a metric of each shard too; without it
+// (above) only the stream's, while each line still names its shard.
+func TestRecorder_PerShardLagAddsTheShardDimensionToTheLagOnly(t *testing.T) {
+	var w syncBuffer
+	c := &clock{now: time.UnixMilli(1_800_000_000_000)}
+	r, err := metrics.New(&w, func(o *metrics.Options) { o.Clock, o.FlushInterval, o.PerShardLag = c.Now, time.Minute, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.MillisBehindLatest("orders", "s0", 1200)
+	r.RecordsDelivered("orders", "s0", 3)
+	r.Flush()
+	lines := parseAll(t, w.String())
+	if len(lines) != 1 {
+		t.Fatalf("%d lines, want 1:\n%s", len(lines), w.String())
+	}
+	l := lines[0]
+	if l.Dimensions["MillisBehindLatest"] != "[[Stream] [Stream Shard]]" || l.Values["MillisBehindLatest"] != 1200 {
+		t.Errorf("lag dimensions %s value %v, want [[Stream] [Stream Shard]] and 1200", l.Dimensions["MillisBehindLatest"], l.Values["MillisBehindLatest"])
+	}
+	if l.Dimensions["RecordsDelivered"] != "[[Stream]]" {
+		t.Errorf("RecordsDelivered dimensions %s, want [[Stream]]", l.Dimensions["RecordsDelivered"])
+	}
+	if l.Dims["Shard"] != "s0" {
+		t.Errorf("line does not name its shard: %v", l.Dims)
 	}
 }
 

@@ -5,12 +5,29 @@
 // Run takes (or renews) the shard's lease through a lease.Holder, which
 // renews it every 3 s in the background and whose deadline (its last good
 // renewal's send time + the lease − a margin) ends every delivery and
-// checkpoint; it reads with GetRecords, hands each batch to a Target and
-// checkpoints it once settled, and returns a State before its deadline. The
-// State is the Step Functions payload: the next run continues from its
+// checkpoint; it reads with GetRecords, hands the records to a Target and
+// checkpoints them once settled, and returns a State before its deadline.
+// The State is the Step Functions payload, a plain value the run reads at
+// its start and builds at its end: the next run continues from its
 // iterator without calling GetShardIterator (docs/state.md describes it).
 // Delivery is at least once: a checkpoint is written only after its records
 // settled, and a new owner resumes after the last checkpoint.
+//
+// A run has parts with one job each: the holder (the lease), the cursor
+// (the iterator, reopening, the pinned tip, the batching window, the pacing
+// of reads), the lanes (delivery under the failure policy, as a queue of
+// work where bisection pushes halves), and the ledger (the checkpoint
+// rule). One goroutine of the run routes records to lanes, hands out
+// batches, starts reads and writes checkpoints; the others report to it.
+//
+// With ParallelizationFactor N > 1 (as Lambda's, 1 to 10) the records go
+// to N lanes by a hash of their partition key: each lane delivers its keys'
+// records in order, one batch in flight, and the lanes deliver
+// concurrently. The checkpoint is the last record with every record before
+// it settled; SHARD_END only once every lane settled everything. A failing
+// record holds back only its lane; at most MaxAheadRecords are held past the
+// checkpoint, and a run hands the next what its lanes settled past it, so
+// the others are not delivered again (docs/failure-policy.md).
 //
 // Where a shard opens is the pure function Open over the lease row: an
 // unapplied start position, else the checkpoint, else TRIM_HORIZON for a
@@ -47,11 +64,14 @@
 //   - A refused renewal cancels the delivery in flight and nothing more is
 //     written (ReasonLeaseLost). SHARD_END is written only after every
 //     delivery settled; then the lease is released and Nudge called.
-//   - Reads are sequential: the next GetRecords starts after the batch
-//     settled. No prefetch, so a run never adds reads beyond one per batch,
-//     and stays within the shard's 5 reads per second whenever target and
-//     checkpoint take 200 ms a batch or more; an idle shard reads once per
-//     PollInterval.
+//   - Reads are pipelined: while the lanes deliver, the cursor reads the
+//     next records, as long as the shard has a backlog (the last read was
+//     full or behind the tip) and a lane has less than a batch waiting (at
+//     most one read's worth waits in all). At the tip it reads only once a
+//     lane is idle, as a sequential reader would, so an idle shard reads
+//     once per PollInterval and a slow one once per delivery. Every read is
+//     paced within the shard's limits, 5 GetRecords calls and 2 MiB a
+//     second (counted from the answers), whatever the factor or batch size.
 //
 // LambdaTarget invokes a function with exactly the event Lambda's own
 // Kinesis trigger sends and reads batchItemFailures from its answer;

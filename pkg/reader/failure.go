@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,21 @@ type FailureRecord struct {
 	Timestamp        string           `json:"timestamp"` // when the batch was given up, RFC 3339 UTC with ms
 	KinesisBatchInfo KinesisBatchInfo `json:"KinesisBatchInfo"`
 	Shardloop        FailureDetail    `json:"shardloop"`
+
+	// batch holds the given-up records and payload the target's event
+	// builder: the invocation event an S3 destination stores (Payload).
+	batch   Batch
+	payload func(Batch) ([]byte, error)
+}
+
+// Payload returns the invocation event of the given-up records, as the
+// target would have sent it (Lambda's Kinesis event): what an S3 on-failure
+// destination stores beside the record.
+func (r FailureRecord) Payload() ([]byte, error) {
+	if r.payload == nil {
+		return (&LambdaTarget{}).Payload(r.batch)
+	}
+	return r.payload(r.batch)
 }
 
 // FailureRequest is the requestContext of a FailureRecord.
@@ -109,6 +125,11 @@ func newFailureRecord(now time.Time, cond string, recs []types.Record, b Batch, 
 		},
 		Shardloop: FailureDetail{Stream: b.Stream, Owner: owner, Attempts: attempts},
 	}
+	fr.batch = b
+	fr.batch.Records = recs
+	if p, ok := tgt.(interface{ Payload(Batch) ([]byte, error) }); ok {
+		fr.payload = p.Payload
+	}
 	if t := recs[0].ApproximateArrivalTimestamp; t != nil {
 		fr.KinesisBatchInfo.ApproximateArrivalOfFirstRecord = t.UTC().Format(timeLayout)
 	}
@@ -175,19 +196,38 @@ type ARN struct {
 	Partition, Service, Region, Account, Resource string
 }
 
-// ParseDestinationARN parses an SQS queue or SNS topic ARN.
+// DestinationForms says which ARNs an on-failure destination may be.
+const DestinationForms = "an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>), an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>) or an S3 bucket ARN (arn:aws:s3:::<bucket>)"
+
+// ParseDestinationARN parses an SQS queue, SNS topic or S3 bucket ARN.
 func ParseDestinationARN(s string) (ARN, error) {
 	p := strings.SplitN(s, ":", 6)
-	bad := &InvalidError{Field: "on-failure destination", Value: s, Want: "an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>) or an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)"}
-	if len(p) != 6 || p[0] != "arn" || !strings.HasPrefix(p[1], "aws") || (p[2] != "sqs" && p[2] != "sns") || p[3] == "" || p[4] == "" || p[5] == "" || strings.ContainsAny(p[5], ":/") {
+	bad := &InvalidError{Field: "on-failure destination", Value: s, Want: DestinationForms}
+	if len(p) != 6 || p[0] != "arn" || !strings.HasPrefix(p[1], "aws") || p[5] == "" || strings.ContainsAny(p[5], ":/") {
+		return ARN{}, bad
+	}
+	switch p[2] {
+	case "sqs", "sns":
+		if p[3] == "" || p[4] == "" {
+			return ARN{}, bad
+		}
+	case "s3": // a bucket's ARN has no region or account
+		if p[3] != "" || p[4] != "" || !bucketName.MatchString(p[5]) {
+			return ARN{}, bad
+		}
+	default:
 		return ARN{}, bad
 	}
 	return ARN{Partition: p[1], Service: p[2], Region: p[3], Account: p[4], Resource: p[5]}, nil
 }
 
+// bucketName is S3's rule for bucket names (3 to 63 lower-case letters,
+// digits, dots and hyphens, starting and ending with a letter or digit).
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
 // NewDestination returns the destination an ARN names: an SQS queue (sent
-// with sqsClient) or an SNS topic (published with snsClient). The client
-// the ARN does not need may be nil.
+// with sqsClient) or an SNS topic (published with snsClient). For an S3
+// bucket, use NewS3Destination. The client the ARN does not need may be nil.
 func NewDestination(arn string, sqsClient SQSAPI, snsClient SNSAPI) (Destination, error) {
 	a, err := ParseDestinationARN(arn)
 	if err != nil {
@@ -200,6 +240,24 @@ func NewDestination(arn string, sqsClient SQSAPI, snsClient SNSAPI) (Destination
 		return &snsDestination{client: snsClient, arn: arn}, nil
 	}
 	return nil, &InvalidError{Field: a.Service + " client", Value: "nil", Want: "a client for the destination " + arn}
+}
+
+// NewS3Destination returns the destination of an S3 bucket ARN
+// (arn:aws:s3:::<bucket>): each given-up batch becomes one object holding
+// the on-failure record and the batch's whole invocation event, named and
+// shaped as Lambda's Kinesis trigger writes them (docs/failure-policy.md).
+func NewS3Destination(arn string, client S3API) (Destination, error) {
+	a, err := ParseDestinationARN(arn)
+	if err != nil {
+		return nil, err
+	}
+	if a.Service != "s3" {
+		return nil, &InvalidError{Field: "on-failure destination", Value: arn, Want: "an S3 bucket ARN (arn:aws:s3:::<bucket>)"}
+	}
+	if client == nil {
+		return nil, &InvalidError{Field: "s3 client", Value: "nil", Want: "a client for the destination " + arn}
+	}
+	return &s3Destination{client: client, bucket: a.Resource}, nil
 }
 
 type sqsDestination struct {

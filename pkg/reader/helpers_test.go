@@ -21,6 +21,7 @@ import (
 func TestMain(m *testing.M) {
 	code := testaws.Main(m)
 	stopGoAWS()
+	stopFakeS3()
 	os.Exit(code)
 }
 

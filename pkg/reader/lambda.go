@@ -224,6 +224,25 @@ func (t *LambdaTarget) record(b Batch, i int) wireRecord {
 	return w
 }
 
+// Payload returns the event Deliver would send for b, in one piece (not
+// split at the request limit): what an S3 on-failure destination stores.
+func (t *LambdaTarget) Payload(b Batch) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(eventHead)
+	for i := range b.Records {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		p, err := json.Marshal(t.record(b, i))
+		if err != nil {
+			return nil, fmt.Errorf("reader: marshal record %d of the payload: %w", i, err)
+		}
+		buf.Write(p)
+	}
+	buf.WriteString(eventTail)
+	return buf.Bytes(), nil
+}
+
 // The JSON of {"Records":[r1,r2]} is exactly head + r1 + "," + r2 + tail.
 const (
 	eventHead = `{"Records":[`

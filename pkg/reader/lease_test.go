@@ -217,3 +217,84 @@ func TestRun_NoDeliveryStartsThatTheTargetsTimeoutWouldCarryPastTheRun(t *testin
 		}
 	})
 }
+
+// TestRun_CheckpointsRideOnTheRenewalsOfABusyShard: by default a busy
+// shard's checkpoints are carried by its lease renewals, so its lease
+// writes are the renewals an idle shard makes; with EagerCheckpoints each
+// batch writes its own. Either way the run ends with every settled record
+// checkpointed.
+func TestRun_CheckpointsRideOnTheRenewalsOfABusyShard(t *testing.T) {
+	for _, eager := range []bool{false, true} {
+		t.Run(fmt.Sprintf("eager=%v", eager), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem, err := lease.NewMemoryStore()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := mem.SetStart(t.Context(), "s", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g", Order: 1}); err != nil {
+					t.Fatal(err)
+				}
+				counts := &countingLeaseStore{MemoryStore: mem}
+				batches := 0
+				tgt := FuncTarget(func(ctx context.Context, b Batch) (int, error) {
+					time.Sleep(100 * time.Millisecond) // ten batches a second
+					batches++
+					return len(b.Records), nil
+				})
+				kin := &memKinesis{data: []byte("x"), n: 100_000, arrival: time.Now()}
+				st, err := Run(t.Context(), Options{Kinesis: kin, Store: counts, Target: tgt, BatchSize: 10, RunLength: 30 * time.Second, EagerCheckpoints: eager, NoReadPacing: true},
+					State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
+				if err != nil || !st.Continue {
+					t.Fatalf("run: %+v, %v", st, err)
+				}
+				row, _ := mem.Get(t.Context(), "s", "shardId-000000000000")
+				if row.Checkpoint != st.Checkpoint || row.Checkpoint != fmt.Sprintf("%020d", batches*10-1) {
+					t.Fatalf("row checkpoint %s, state %s, want the last of %d batches", row.Checkpoint, st.Checkpoint, batches)
+				}
+				writes := counts.total()
+				renewals := int(30 * time.Second / lease.DefaultRenewInterval)
+				if !eager && writes > renewals+3 { // the take, the renewals, the flush at the end
+					t.Fatalf("%d lease writes for %d batches in 30 s, want about the %d renewals", writes, batches, renewals)
+				}
+				if eager && writes < batches/2 {
+					t.Fatalf("%d lease writes for %d batches with eager checkpoints, want about one a batch", writes, batches)
+				}
+			})
+		})
+	}
+}
+
+// countingLeaseStore counts a MemoryStore's writes, keeping it a
+// RenewCheckpointer.
+type countingLeaseStore struct {
+	*lease.MemoryStore
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingLeaseStore) inc() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+func (c *countingLeaseStore) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func (c *countingLeaseStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	c.inc()
+	return c.MemoryStore.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (c *countingLeaseStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+	c.inc()
+	return c.MemoryStore.Renew(ctx, stream, shardID, owner)
+}
+
+func (c *countingLeaseStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	c.inc()
+	return c.MemoryStore.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
+func (c *countingLeaseStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
+	c.inc()
+	return c.MemoryStore.RenewCheckpoint(ctx, stream, shardID, owner, seq, lag)
+}

@@ -44,6 +44,11 @@ const (
 	// IteratorMaxAge is how old a stored iterator may be and still be used:
 	// Kinesis expires iterators 5 minutes after issue; 30 s are kept spare.
 	IteratorMaxAge = 4*time.Minute + 30*time.Second
+	// DefaultParallelizationFactor and MaxParallelizationFactor bound
+	// ParallelizationFactor, as Lambda bounds its Kinesis trigger's (1 to
+	// 10). The functions, the CLI and the CDK construct check against them.
+	DefaultParallelizationFactor = 1
+	MaxParallelizationFactor     = 10
 )
 
 // Options configure a run. Kinesis, Store and Target are required; every
@@ -53,9 +58,20 @@ type Options struct {
 	Store   lease.Store
 	Target  Target
 
-	// BatchSize is the GetRecords limit; the target gets what one
-	// GetRecords returned. Default 1000, at most 10000.
+	// BatchSize is the most records the target gets in one batch, and the
+	// GetRecords limit with one lane (with N lanes a read asks for 2 × N ×
+	// BatchSize, at most 10000, so that 5 reads a second feed every lane).
+	// Default 1000, at most 10000.
 	BatchSize int32
+	// ParallelizationFactor is the number of lanes delivering one shard's
+	// records concurrently, as Lambda's ParallelizationFactor: records go to
+	// a lane by a hash of their partition key, so one key's records are
+	// delivered in order and never overlap at the target; the checkpoint
+	// moves past a record only once every record before it settled; a
+	// failing record holds back only its own lane (docs/failure-policy.md).
+	// Default 1 (one lane: the shard's records in order), at most
+	// MaxParallelizationFactor.
+	ParallelizationFactor int
 	// PollInterval is the wait after a read that returned no records, and
 	// after a throttled read. Default 1 s.
 	PollInterval time.Duration
@@ -129,12 +145,36 @@ type Options struct {
 	// skipped (default).
 	Deaggregate bool
 
+	// EagerCheckpoints writes each checkpoint as soon as the ledger allows
+	// it. Default false: checkpoints ride on the lease renewals (one lease
+	// write every RenewInterval carries both, when the store can write them
+	// at once: lease.RenewCheckpointer), so a busy shard costs the lease
+	// writes an idle one does; SHARD_END, the end of a run and a release are
+	// written at once. The price: after a takeover, up to one renew interval
+	// more of records is delivered again.
+	EagerCheckpoints bool
+
+	// NoReadPacing turns off the pacing of reads within a shard's limits
+	// (ShardReadsPerSecond GetRecords calls and ShardReadBytes a second), for
+	// a stand-in for Kinesis that has none (a benchmark of the reader
+	// itself). Kinesis throttles a reader that goes past them. Default
+	// false: paced.
+	NoReadPacing bool
+
 	// Clock returns the time. Default time.Now.
 	Clock func() time.Time
 	// Sleep waits d or until ctx ends. Default a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Hooks observe the run. Default NopHooks.
 	Hooks Hooks
+	// Yield, when closed, asks the run to give its shard up: it starts no
+	// new delivery (a delivery in flight settles; a failed one is not
+	// retried, so nothing is in flight), writes the checkpoint of what
+	// settled, releases the lease and ends with ReasonReleased. Waits (the
+	// poll interval, backoffs) end at once; a read in flight completes. A
+	// local runner closes it to hand a shard to another runner, or to stop
+	// on Ctrl-C. nil: never.
+	Yield <-chan struct{}
 	// Nudge, when set, is called (best effort, errors are the callee's) after
 	// a SHARD_END checkpoint or a release, so the coordinator relists now.
 	Nudge func(ctx context.Context)
@@ -145,6 +185,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.BatchSize == 0 {
 		o.BatchSize = DefaultBatchSize
+	}
+	if o.ParallelizationFactor == 0 {
+		o.ParallelizationFactor = DefaultParallelizationFactor
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = DefaultPollInterval
@@ -203,6 +246,8 @@ func (o *Options) validate() error {
 		return bad("Target", "nil", "a target")
 	case o.BatchSize < 1 || o.BatchSize > MaxBatchSize:
 		return bad("BatchSize", o.BatchSize, fmt.Sprintf("1 to %d", MaxBatchSize))
+	case o.ParallelizationFactor < 1 || o.ParallelizationFactor > MaxParallelizationFactor:
+		return bad("ParallelizationFactor", o.ParallelizationFactor, fmt.Sprintf("1 to %d", MaxParallelizationFactor))
 	case o.PollInterval < 0:
 		return bad("PollInterval", o.PollInterval, "a positive duration")
 	case o.RunLength < 0 || o.RunLength > MaxRunLength:
@@ -263,12 +308,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Hooks observe a run, for metrics. Methods are called from the run's
-// goroutines, must be fast and safe for concurrent use. Embed NopHooks to
+// goroutines (its lanes deliver concurrently), must be fast and safe for
+// concurrent use. Embed NopHooks to
 // implement only some.
 type Hooks interface {
 	// RecordsDelivered: n records settled at the target.
 	RecordsDelivered(stream, shardID string, n int)
-	// Batch: one GetRecords batch fully settled, after took.
+	// Batch: one batch of a lane fully settled (records counts Kinesis
+	// records), took after its first delivery began.
 	Batch(stream, shardID string, records int, took time.Duration)
 	// TargetError: a delivery failed or settled only part of its batch.
 	TargetError(stream, shardID string, err error)

@@ -309,7 +309,10 @@ func TestRun_RecordAge_OlderRecordsAreGivenUpWithoutDelivery(t *testing.T) {
 
 func TestRun_BatchingWindow_FillsFewerFullerBatchesNoLaterThanTheWindow(t *testing.T) {
 	t.Parallel()
-	const n, window = 24, 500 * time.Millisecond
+	// Reads are paced at 5 a second, so without a window a trickle is
+	// already gathered every 200 ms: a window of a second makes the
+	// difference plain.
+	const n, window = 24, time.Second
 	type batch struct {
 		size    int
 		latency time.Duration // delivery time less the first record's arrival
@@ -328,7 +331,7 @@ func TestRun_BatchingWindow_FillsFewerFullerBatchesNoLaterThanTheWindow(t *testi
 			return len(b.Records), nil
 		}))
 		o.BatchSize, o.BatchingWindow, o.PollInterval = 100, w, 30*time.Millisecond
-		o.RunLength = 2 * time.Second // a run's end closes a window early
+		o.RunLength = 3 * time.Second // a run's end closes a window early
 		go func() {
 			for i := range n {
 				e.put(t, []string{"k"}, []string{fmt.Sprintf("r-%02d", i)})
@@ -495,7 +498,7 @@ func TestOptions_FailurePolicyValidation(t *testing.T) {
 	if RetryAttempts(-1) != nil || *RetryAttempts(0) != 0 {
 		t.Error("RetryAttempts: -1 is no limit, 0 is zero retries")
 	}
-	for _, arn := range []string{"", "arn:aws:sqs:us-east-1:123456789012", "arn:aws:s3:::bucket", "arn:aws:sqs:us-east-1:123456789012:q/x", "https://sqs.us-east-1.amazonaws.com/1/q"} {
+	for _, arn := range []string{"", "arn:aws:sqs:us-east-1:123456789012", "arn:aws:lambda:us-east-1:123456789012:function:f", "arn:aws:sqs:us-east-1:123456789012:q/x", "https://sqs.us-east-1.amazonaws.com/1/q"} {
 		if _, err := ParseDestinationARN(arn); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseDestinationARN(%q) = %v, want ErrInvalid", arn, err)
 		}

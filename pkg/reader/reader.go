@@ -1,100 +1,19 @@
 package reader
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/shards"
 )
-
-// Reason says why a run ended.
-type Reason string
-
-// The reasons a run ends.
-const (
-	// ReasonContinue: the run reached its length or deadline; the loop goes
-	// on (continue=true) and keeps the lease.
-	ReasonContinue Reason = "continue"
-	// ReasonShardEnd: the shard was read to its end; SHARD_END was
-	// checkpointed and the lease released. The loop ends.
-	ReasonShardEnd Reason = "shard_end"
-	// ReasonLeaseLost: another owner holds the lease (at the start, or a
-	// renewal was refused). Nothing more was written. The loop ends.
-	ReasonLeaseLost Reason = "lease_lost"
-	// ReasonReadErrors: MaxReadErrors consecutive read errors; the lease
-	// was released for the coordinator to take again. The loop ends.
-	ReasonReadErrors Reason = "read_errors"
-)
-
-// State is what one run hands the next: the Step Functions payload of a
-// shard loop. The JSON names are fixed; docs/state.md describes each field.
-type State struct {
-	Stream    string `json:"stream"`
-	StreamARN string `json:"streamArn"`
-	ShardID   string `json:"shardId"`
-	Owner     string `json:"owner"`
-	// Iterator is the shard iterator whose next GetRecords returns the first
-	// record not yet delivered; empty when there is none to reuse.
-	Iterator string `json:"iterator"`
-	// IteratorIssuedAt is when Iterator was issued, Unix milliseconds.
-	IteratorIssuedAt int64 `json:"iteratorIssuedAt"`
-	// FirstSequence is the first record this loop read, for reopening while
-	// nothing is checkpointed.
-	FirstSequence string `json:"firstSequence"`
-	// Checkpoint is the last checkpoint this loop knows on the row.
-	Checkpoint    string `json:"checkpoint"`
-	Iteration     int    `json:"iteration"`
-	Continue      bool   `json:"continue"`
-	ContinueAsNew bool   `json:"continueAsNew"`
-	Reason        Reason `json:"reason"`
-
-	// ReadErrors counts consecutive failed reads, across runs.
-	ReadErrors int `json:"readErrors"`
-	// Records and Batches count what this loop delivered.
-	Records int64 `json:"records"`
-	Batches int64 `json:"batches"`
-
-	// FailingSeq and FailedAttempts carry a failing batch's retry count
-	// across runs: the delivery starting at FailingSeq failed FailedAttempts
-	// times. Empty and 0 when nothing is failing.
-	FailingSeq     string `json:"failingSeq"`
-	FailedAttempts int    `json:"failedAttempts"`
-	// FailingLast is the last record of the delivery that failed: a later
-	// run that reads more records after it applies the carried count to
-	// those records only, never to records that have not failed.
-	FailingLast string `json:"failingLast"`
-	// FailedError is the last failed delivery's error (at most 512 bytes),
-	// for the on-failure record of a batch given up in a later run.
-	FailedError string `json:"failedError"`
-	// GivenUp counts the Kinesis records this loop gave up under the
-	// failure policy.
-	GivenUp int64 `json:"givenUp"`
-}
-
-// runID returns a fresh id for one run: 48 random bits in hex.
-func runID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// kplMagic starts every record the Kinesis Producer Library aggregated.
-var kplMagic = []byte{0xF3, 0x89, 0x9A, 0xC2}
-
-// IsAggregated reports whether data is a KPL-aggregated record.
-func IsAggregated(data []byte) bool { return bytes.HasPrefix(data, kplMagic) }
 
 // StreamName returns the stream name of an ARN
 // (arn:aws:kinesis:<region>:<account>:stream/<name>), or s itself. The ARN
@@ -108,10 +27,11 @@ func StreamName(s string) string {
 
 // Run reads one shard for one bounded run: it takes (or renews) the lease
 // for st.Owner, renews it in the background, reads with GetRecords,
-// delivers each batch to the target and checkpoints it, until the run's
-// length or ctx's deadline (less Margin), the shard's end, a lost lease, or
-// too many read errors. It returns the state for the next run, with
-// Continue, ContinueAsNew and Reason set.
+// delivers the records to the target through ParallelizationFactor lanes
+// and checkpoints what settled, until the run's length or ctx's deadline
+// (less Margin), the shard's end, a lost lease, or too many read errors. It
+// returns the state for the next run, with Continue, ContinueAsNew and
+// Reason set.
 //
 // The error is non-nil only when the run could not start (invalid options
 // or state, or a take that failed for a reason other than ErrHeld); the
@@ -134,63 +54,178 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 		return st, &InvalidError{Field: "state owner", Value: "", Want: "an owner id"}
 	}
 	in := st
-	r := &run{o: o, st: st, start: o.Clock()}
+	r := &run{o: o, in: st, start: o.Clock(), factor: o.ParallelizationFactor}
 	r.log = o.Logger.With("stream", st.Stream, "shard_id", st.ShardID, "owner", st.Owner)
-	r.st.Continue, r.st.ContinueAsNew, r.st.Reason = false, false, ""
-	r.st.Iteration++
+	r.in.Continue, r.in.ContinueAsNew, r.in.Reason = false, false, ""
+	r.in.Iteration++
 
 	// Each run writes as a run owner of its own in the loop owner's family:
 	// a previous run still going (a retried invocation overlapping the
 	// first) loses the row at its next renew or checkpoint.
-	r.owner = st.Owner + lease.RunSeparator + runID()
+	owner := st.Owner + lease.RunSeparator + runID()
 	h, row, err := lease.Hold(ctx, lease.HolderOptions{
-		Store: o.Store, Stream: st.Stream, ShardID: st.ShardID, Owner: r.owner,
+		Store: o.Store, Stream: st.Stream, ShardID: st.ShardID, Owner: owner,
 		Duration: o.LeaseDuration, RenewInterval: o.RenewInterval, Clock: o.Clock, Logger: r.log,
 	}, lease.WithOwnerFamily(st.Owner))
 	if errors.Is(err, lease.ErrHeld) {
 		r.log.Warn("lease held by another owner", "err", err)
 		o.Hooks.LeaseLost(st.Stream, st.ShardID, st.Owner)
-		r.st.Reason = ReasonLeaseLost
-		return r.st, nil
+		out := r.in
+		out.Reason = ReasonLeaseLost
+		return out, nil
 	}
 	if err != nil {
 		return in, fmt.Errorf("reader: take lease %s: %w", lease.Key(st.Stream, st.ShardID), err)
 	}
 	defer h.Close()
 	r.holder = h
-	if eff := effectiveCheckpoint(row); eff != r.st.Checkpoint || startPending(row) {
+	r.written = st.Checkpoint
+	r.cur = &cursor{r: r, iter: st.Iterator, firstSeq: st.FirstSequence, after: st.Checkpoint, errors: st.ReadErrors, row: row}
+	if st.IteratorIssuedAt != 0 {
+		r.cur.issued = time.UnixMilli(st.IteratorIssuedAt)
+	}
+	if !o.NoReadPacing {
+		r.cur.pace = newPacer(ShardReadsPerSecond, ShardReadBytes)
+	}
+	r.ahead = aheadOf(st)
+	// Nothing checkpointed yet under the row's start, and the loop settled
+	// records past it under that very start (its first records failing):
+	// the loop reopens at the start, but keeps what it settled.
+	keepAhead := startPending(row) && st.SettledTo != "" && st.SettledUnder == startOf(row) && effectiveCheckpoint(row) == st.Checkpoint
+	if eff := effectiveCheckpoint(row); eff != st.Checkpoint || startPending(row) {
 		// A fresh loop, another owner's checkpoint, or a start not yet
 		// applied (a generation, a pin, a reset): the row decides; what this
 		// loop carried no longer applies. Until the first checkpoint under a
 		// start, every run opens at the start: nothing was settled, so
 		// nothing is delivered twice that was not already unsettled.
-		if r.st.Iterator != "" || r.st.Checkpoint != "" {
-			r.log.Info("checkpoint on the row differs from the loop's; reopening from the row", "seq", eff, "loop_checkpoint", r.st.Checkpoint)
+		if st.Iterator != "" || st.Checkpoint != "" {
+			r.log.Info("checkpoint on the row differs from the loop's; reopening from the row", "seq", eff, "loop_checkpoint", st.Checkpoint)
 		}
-		r.st.Checkpoint, r.st.Iterator, r.st.IteratorIssuedAt, r.st.FirstSequence = eff, "", 0, ""
+		r.written, r.cur.after, r.cur.iter, r.cur.issued, r.cur.firstSeq = eff, eff, "", time.Time{}, ""
+		if !keepAhead {
+			r.ahead = ahead{}
+		}
 	}
-	r.row = row
+	r.carriedIn = map[string]Failure{}
+	r.carriedLane = map[string]int{}
+	for i, l := range st.Lanes {
+		if l.FailingSeq != "" {
+			r.carriedIn[l.FailingSeq] = l.Failure
+			if st.Factor == r.factor {
+				r.carriedLane[l.FailingSeq] = i
+			}
+		}
+	}
+	if st.FailingSeq != "" {
+		r.carriedIn[st.FailingSeq] = st.Failure
+	}
 	return r.loop(ctx), nil
 }
 
+// run is one bounded run. Its parts each have one job: the lease.Holder
+// holds the lease (every delivery checks Holder.Valid and uses its context,
+// every checkpoint goes through Holder.Checkpoint), the cursor reads, the
+// lanes deliver, and the ledger applies the checkpoint rule. The run's own
+// goroutine (schedule) is the only one that routes records, starts reads
+// and checkpoints; the others tell it what happened.
 type run struct {
-	o     Options
-	st    State
-	owner string // this run's owner on the row: st.Owner + "/" + a run id
-	row   lease.Lease
-	log   *slog.Logger
-	start time.Time
+	o      Options
+	in     State // the payload as the run began (iteration counted): never changed
+	log    *slog.Logger
+	start  time.Time
+	factor int
 
-	holder *lease.Holder   // the lease: its deadline, checkpoints, pins
-	stopAt time.Time       // no new read or delivery after this
+	holder *lease.Holder
+	cur    *cursor
+	lanes  []*lane
+	ahead  ahead // what the previous run settled past the checkpoint
+
+	// carriedIn are the failures the state carried in, by FailingSeq;
+	// carriedLane their lanes when the state's factor is this run's.
+	carriedIn   map[string]Failure
+	carriedLane map[string]int
+
 	cutAt  time.Time       // ctx ends here (zero without a deadline): a delivery must end before
 	ctx    context.Context // cancelled when the lease is lost or lapses, or at the hard deadline
 	cancel context.CancelFunc
+	idle   context.Context // of the lanes' waits: ctx, also cancelled when Yield is closed
+
+	stopMu sync.Mutex
+	stopAt time.Time   // no new read or batch after this
+	halt   atomic.Bool // the run takes no more batches (read errors, or nothing more fits)
 
 	stopRenew func() // stops the renewing goroutine and waits for it; idempotent
 
-	pending string // settled but not yet checkpointed (a store error)
+	delivered, batches, givenUp atomic.Int64
+
+	laneEvents chan laneEvent
+	quit       chan struct{} // closed when schedule returns: senders give up
+
+	// Owned by schedule (and the steps after it).
+	led        ledger
+	book       []laneBook
+	reads      []readMark
+	written    string // the checkpoint on the row, as far as this run knows
+	want       string // the checkpoint the ledger allows
+	failedAt   string // the last checkpoint write that failed (not a lost lease)
+	settledIn  map[string]bool
+	cursorBusy bool // a read was asked for and its answer not taken
 }
+
+// laneBook is what the schedule knows of one lane.
+type laneBook struct {
+	q       []unit // routed to the lane and not settled, in order
+	sent    int    // leading units of q in the lane's batch now
+	busy    bool
+	failing bool // its batch failed a delivery and is being retried
+	stopped bool // its batch ended unsettled: it takes no more
+}
+
+func (b *laneBook) idle() bool { return !b.busy && !b.stopped && len(b.q) == 0 }
+
+// readMark is one read's place in the ledger, for handing its iterator on.
+type readMark struct {
+	first   int // ledger index of its first entry
+	iter    string
+	issued  time.Time
+	touched bool // some unit of it went to a lane
+}
+
+// outcome is how schedule ended.
+type outcome int
+
+const (
+	outContinue   outcome = iota // the run's length, its deadline, or a halt: the loop goes on
+	outLost                      // the lease was lost or lapsed
+	outShardEnd                  // the shard was read to its end and everything settled
+	outReadErrors                // too many read errors (or a start that does not parse)
+	outReleased                  // Options.Yield was closed: give the shard up
+)
+
+// What a read told about the shard, for the pipelining rule.
+type readKind int
+
+const (
+	readNone    readKind = iota // no read yet
+	readEmpty                   // the last read returned nothing
+	readTip                     // it returned records, at the tip
+	readBacklog                 // it returned records and more wait
+)
+
+// Bounds of what a run holds (docs/failure-policy.md, "Parallel delivery").
+const (
+	// MaxAheadRecords bounds the records a run holds past its checkpoint,
+	// settled or not: reads pause at it. A record holding the checkpoint
+	// back (one lane retrying it) makes the others deliver at most this
+	// many records that a takeover would deliver again.
+	MaxAheadRecords = 10000
+	// MaxAheadBytes bounds the data of the records a run read and has not
+	// settled; reads pause at it.
+	MaxAheadBytes = 32 << 20
+	// MaxReadAheadBytes bounds the data read ahead for lanes that are busy
+	// (besides the read-ahead of one read's worth of records).
+	MaxReadAheadBytes = 10 << 20
+)
 
 func (r *run) loop(parent context.Context) State {
 	r.stopAt = r.start.Add(r.o.RunLength)
@@ -203,8 +238,24 @@ func (r *run) loop(parent context.Context) State {
 		r.ctx, r.cancel = context.WithCancel(r.holder.Context())
 	}
 	defer r.cancel()
+	r.idle = r.ctx
+	if r.o.Yield != nil {
+		var stopIdle context.CancelFunc
+		r.idle, stopIdle = context.WithCancel(r.ctx)
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		defer wg.Wait()
+		defer close(done)
+		wg.Go(func() {
+			select {
+			case <-r.o.Yield:
+			case <-done:
+			}
+			stopIdle()
+		})
+	}
 
-	if r.st.Checkpoint == lease.ShardEnd {
+	if r.written == lease.ShardEnd {
 		return r.shardEnd(parent, false)
 	}
 
@@ -217,604 +268,481 @@ func (r *run) loop(parent context.Context) State {
 	})
 	defer r.stopRenew()
 
-	for {
-		if r.lost() {
-			return r.leaseLost()
-		}
-		if !r.o.Clock().Before(r.stopAt) || r.ctx.Err() != nil {
-			return r.finish()
-		}
-		if r.st.Iterator != "" && r.o.Clock().Sub(time.UnixMilli(r.st.IteratorIssuedAt)) > IteratorMaxAge {
-			r.log.Info("stored iterator too old; reopening")
-			r.st.Iterator = ""
-		}
-		if r.st.Iterator == "" {
-			if stop, ok := r.reopen(parent); !ok {
-				return stop
+	switch r.schedule() {
+	case outLost:
+		return r.leaseLost()
+	case outShardEnd:
+		return r.shardEnd(parent, true)
+	case outReadErrors:
+		return r.release(parent, ReasonReadErrors)
+	case outReleased:
+		return r.release(parent, ReasonReleased)
+	}
+	return r.finish()
+}
+
+// schedule runs the run: it asks the cursor for reads, routes their records
+// to the lanes by partition key, hands each idle lane a batch of its
+// records, and checkpoints as the ledger allows, until the run must end.
+// Every goroutine it starts has ended when it returns.
+func (r *run) schedule() outcome {
+	r.laneEvents = make(chan laneEvent)
+	r.quit = make(chan struct{})
+	r.book = make([]laneBook, r.factor)
+	r.settledIn = map[string]bool{}
+	r.want = r.written
+	limit := int32(readLimit(int(r.o.BatchSize), r.factor))
+	// Records the previous run settled ahead are read again only to be
+	// passed: as many a call as Kinesis gives.
+	catchingUp := func() bool {
+		return r.ahead.to != "" && (r.cur.lastRead == "" || seqLess(r.cur.lastRead, r.ahead.to))
+	}
+
+	// The cursor's waits (poll interval, pacing, errors) end when the run
+	// halts; its calls do not: one in flight completes.
+	waits, cutWaits := context.WithCancel(r.idle)
+	defer cutWaits()
+	reqs := make(chan int32, 1)
+	outs := make(chan readOut)
+	ckDone := make(chan ckResult, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for lim := range reqs {
+			out := r.cur.read(waits, lim)
+			select {
+			case outs <- out:
+			case <-r.quit:
+				return
 			}
-			continue
 		}
-		issued := r.o.Clock()
-		out, err := r.o.Kinesis.GetRecords(r.ctx, &kinesis.GetRecordsInput{
-			ShardIterator: aws.String(r.st.Iterator),
-			Limit:         aws.Int32(r.o.BatchSize),
-			StreamARN:     nonEmpty(r.st.StreamARN),
-		})
-		if err != nil {
-			if stop, ok := r.readFailed(parent, "get records", err); !ok {
-				return stop
-			}
-			continue
+	})
+	for i := range r.factor {
+		l := &lane{r: r, id: i, work: make(chan []unit, 1)}
+		r.lanes = append(r.lanes, l)
+		wg.Go(l.loop)
+	}
+	ckBusy := false
+	defer func() {
+		close(r.quit)
+		close(reqs)
+		for _, l := range r.lanes {
+			close(l.work)
 		}
-		r.st.ReadErrors = 0
-		if out.MillisBehindLatest != nil {
-			r.o.Hooks.MillisBehindLatest(r.st.Stream, r.st.ShardID, *out.MillisBehindLatest)
-		}
-		recs, next := out.Records, out.NextShardIterator
-		if len(recs) > 0 && r.st.FirstSequence == "" {
-			r.st.FirstSequence = aws.ToString(recs[0].SequenceNumber)
-		}
-		if r.o.BatchingWindow > 0 && len(recs) > 0 && len(recs) < int(r.o.BatchSize) && next != nil {
-			recs, next, issued = r.fill(recs, next, issued)
-		}
-		if !r.deliver(recs) {
-			// Stopped with records unsettled: reopen after the checkpoint.
-			r.st.Iterator, r.st.IteratorIssuedAt = "", 0
-			continue
-		}
-		if next == nil {
-			return r.shardEnd(parent, true)
-		}
-		r.st.Iterator, r.st.IteratorIssuedAt = *next, issued.UnixMilli()
-		if len(recs) == 0 {
-			r.wait(r.o.PollInterval)
-		}
-	}
-}
-
-// minReadGap keeps the reads of a batching window within the shard's 5
-// GetRecords calls per second.
-const minReadGap = 200 * time.Millisecond
-
-// fill gathers a batch for BatchingWindow: after a read that returned
-// fewer than BatchSize records (recs, read with an iterator issued at
-// first), it reads again every PollInterval (at least 200 ms apart) with the
-// next iterator, until BatchSize records or MaxBatchBytes are gathered, the
-// window since the first read has passed or the next read would end past
-// it, the shard ends, a read fails (the main loop retries it), or the run
-// must stop. It returns the records, the next iterator and when it was
-// issued.
-func (r *run) fill(recs []types.Record, next *string, first time.Time) ([]types.Record, *string, time.Time) {
-	until := minTime(first.Add(r.o.BatchingWindow), r.stopAt)
-	issued := first
-	size := 0
-	for _, rec := range recs {
-		size += len(rec.Data) + len(aws.ToString(rec.PartitionKey))
-	}
-	gap := max(r.o.PollInterval, minReadGap)
-	for len(recs) < int(r.o.BatchSize) && size < MaxBatchBytes && next != nil {
-		if !r.o.Clock().Add(gap).Before(until) {
-			break
-		}
-		r.wait(gap)
-		if r.lost() || r.ctx.Err() != nil {
-			break
-		}
-		at := r.o.Clock()
-		out, err := r.o.Kinesis.GetRecords(r.ctx, &kinesis.GetRecordsInput{
-			ShardIterator: next,
-			Limit:         aws.Int32(r.o.BatchSize - int32(len(recs))),
-			StreamARN:     nonEmpty(r.st.StreamARN),
-		})
-		if err != nil {
-			r.log.Debug("read in a batching window failed; delivering what was gathered", "err", err)
-			break
-		}
-		if out.MillisBehindLatest != nil {
-			r.o.Hooks.MillisBehindLatest(r.st.Stream, r.st.ShardID, *out.MillisBehindLatest)
-		}
-		for _, rec := range out.Records {
-			size += len(rec.Data) + len(aws.ToString(rec.PartitionKey))
-		}
-		recs = append(recs, out.Records...)
-		next, issued = out.NextShardIterator, at
-	}
-	return recs, next, issued
-}
-
-// position is where to reopen when there is no iterator to use: after
-// this loop's checkpoint; else at the first record it read; else by the
-// opening rule on the row (which holds the pin of a tip opening).
-func (r *run) position() (Opening, error) {
-	switch {
-	case r.st.Checkpoint != "":
-		return Opening{Type: types.ShardIteratorTypeAfterSequenceNumber, Seq: r.st.Checkpoint, Why: FromCheckpoint}, nil
-	case r.st.FirstSequence != "":
-		return Opening{Type: types.ShardIteratorTypeAtSequenceNumber, Seq: r.st.FirstSequence, Why: "first_read"}, nil
-	}
-	return Open(r.row)
-}
-
-// reopen gets a new iterator. ok=false means the run is over with stop.
-func (r *run) reopen(parent context.Context) (stop State, ok bool) {
-	op, err := r.position()
-	if err != nil {
-		// A start that does not parse cannot be read past: stop the loop
-		// loudly and let the lease go, rather than guess a position.
-		r.log.Error("cannot open shard", "err", err)
-		return r.release(parent, ReasonReadErrors), false
-	}
-	if op.Type == types.ShardIteratorTypeLatest {
-		// Never read from a bare LATEST: pin the opening first, so that every
-		// later reader (after a crash before the first checkpoint) opens at or
-		// before this point rather than at a later tip.
-		if op, stop, ok = r.pin(parent); !ok || op.Type == "" {
-			return stop, ok // the run is over, or the pin was not written: the loop's head decides
-		}
-	}
-	now := r.o.Clock()
-	out, err := r.o.Kinesis.GetShardIterator(r.ctx, op.input(r.st.Stream, r.st.StreamARN, r.st.ShardID))
-	if err != nil {
-		return r.readFailed(parent, "get shard iterator "+op.String(), err)
-	}
-	r.st.ReadErrors = 0
-	if out.ShardIterator == nil {
-		// A closed shard opened past its last record.
-		return r.shardEnd(parent, true), false
-	}
-	r.st.Iterator, r.st.IteratorIssuedAt = *out.ShardIterator, now.UnixMilli()
-	r.log.Info("opened shard", "at", op.String(), "why", op.Why)
-	return State{}, true
-}
-
-// pin records where a shard opens at its tip on the row, before anything
-// is read: the time of Kinesis's answer to a LATEST GetShardIterator, less a
-// second (its Date header is rounded down), as an AT_TIMESTAMP position,
-// which it returns. The host's clock is never used for it. ok=false means
-// the run is over with stop; an empty Opening with ok=true means the pin
-// could not be written now (counted like a read error; the loop retries).
-func (r *run) pin(parent context.Context) (op Opening, stop State, ok bool) {
-	out, err := r.o.Kinesis.GetShardIterator(r.ctx, Opening{Type: types.ShardIteratorTypeLatest}.input(r.st.Stream, r.st.StreamARN, r.st.ShardID))
-	if err != nil {
-		stop, ok = r.readFailed(parent, "get shard iterator LATEST (to pin the tip)", err)
-		return Opening{}, stop, ok
-	}
-	at, known := shards.ServerTime(out.ResultMetadata)
-	if !known {
-		at = r.o.Clock() // a client without HTTP responses (tests)
-	}
-	at = at.Add(-time.Second).Truncate(time.Millisecond)
-	pos := Position{Kind: Timestamp, At: at}.String()
-	row, err := r.holder.Pin(r.ctx, pos)
-	switch {
-	case err == nil:
-		r.row = row
-		r.log.Info("pinned the tip opening on the row", "at", pos)
-		return Opening{Type: types.ShardIteratorTypeAtTimestamp, At: at, Why: FromTip}, State{}, true
-	case r.lost():
-		return Opening{}, State{}, true // the loop's head ends the run
-	}
-	stop, ok = r.readFailed(parent, "pin the tip opening on the lease row", err)
-	return Opening{}, stop, ok
-}
-
-// readFailed handles a failed read. ok=false means the run is over.
-func (r *run) readFailed(parent context.Context, what string, err error) (stop State, ok bool) {
-	if r.lost() || r.ctx.Err() != nil {
-		return State{}, true // the loop's head decides
-	}
-	var expired *types.ExpiredIteratorException
-	var throttled *types.ProvisionedThroughputExceededException
-	switch {
-	case errors.As(err, &expired):
-		r.log.Info("iterator expired; reopening", "err", err)
-		r.st.Iterator, r.st.IteratorIssuedAt = "", 0
-		return State{}, true
-	case errors.As(err, &throttled):
-		r.log.Warn("read throttled; waiting one poll interval", "op", what, "err", err)
-		r.o.Hooks.ReadError(r.st.Stream, r.st.ShardID, err, true)
-		r.wait(r.o.PollInterval)
-		return State{}, true
-	}
-	r.st.ReadErrors++
-	r.log.Error("read failed", "op", what, "consecutive", r.st.ReadErrors, "err", err)
-	r.o.Hooks.ReadError(r.st.Stream, r.st.ShardID, err, false)
-	if r.st.ReadErrors >= r.o.MaxReadErrors {
-		return r.release(parent, ReasonReadErrors), false
-	}
-	r.wait(r.o.ReadErrorWait)
-	return State{}, true
-}
-
-// unit is what settles as one: a Kinesis record, or every user record of a
-// de-aggregated one. Checkpoints, bisection and giving up work on units.
-type unit struct {
-	kin  types.Record   // the Kinesis record
-	recs []types.Record // what the target gets
-	subs []Sub          // nil for a plain record
-	ckpt string         // the checkpoint once this unit settled
-}
-
-func (u unit) seq() string { return aws.ToString(u.kin.SequenceNumber) }
-
-// units turns a GetRecords batch into units. Aggregated records that are
-// not delivered (de-aggregation off, or corrupt) are reported and passed:
-// ckpt of the unit before the next deliverable one covers them.
-func (r *run) units(records []types.Record) []unit {
-	var us []unit
-	for i, rec := range records {
-		seq := aws.ToString(rec.SequenceNumber)
-		switch {
-		case !IsAggregated(rec.Data):
-			us = append(us, unit{kin: rec, recs: records[i : i+1 : i+1]})
-		case r.o.Deaggregate:
-			urs, err := Deaggregate(rec.Data)
-			if err != nil {
-				r.aggregated(seq, err)
-				break
-			}
-			if len(urs) == 0 {
-				break // an empty aggregate: nothing to deliver
-			}
-			u := unit{kin: rec, recs: make([]types.Record, len(urs)), subs: make([]Sub, len(urs))}
-			for j, ur := range urs {
-				u.recs[j] = types.Record{
-					Data: ur.Data, PartitionKey: aws.String(ur.PartitionKey), SequenceNumber: rec.SequenceNumber,
-					ApproximateArrivalTimestamp: rec.ApproximateArrivalTimestamp, EncryptionType: rec.EncryptionType,
-				}
-				u.subs[j] = Sub{Aggregated: true, SubSequenceNumber: int64(j), ExplicitHashKey: ur.ExplicitHashKey}
-			}
-			us = append(us, u)
+		cutWaits()
+		wg.Wait()
+		select {
+		case res := <-ckDone:
+			r.checkpointed(res)
 		default:
-			r.aggregated(seq, nil)
 		}
-		if len(us) > 0 {
-			us[len(us)-1].ckpt = seq
-		}
-	}
-	return us
-}
-
-func (r *run) aggregated(seq string, err error) {
-	e := &AggregatedRecordError{Stream: r.st.Stream, ShardID: r.st.ShardID, Seq: seq, Err: err}
-	r.log.Error("aggregated record skipped; checkpoint moves past it", "seq", seq, "err", e)
-	r.o.Hooks.AggregatedRecord(e)
-}
-
-// batch is what the target gets for us.
-func (r *run) batch(us []unit) Batch {
-	b := Batch{Stream: r.st.Stream, StreamARN: r.st.StreamARN, ShardID: r.st.ShardID}
-	subs := false
-	for _, u := range us {
-		b.Records = append(b.Records, u.recs...)
-		subs = subs || u.subs != nil
-	}
-	if subs {
-		b.Subs = make([]Sub, 0, len(b.Records))
-		for _, u := range us {
-			if u.subs != nil {
-				b.Subs = append(b.Subs, u.subs...)
-			} else {
-				b.Subs = append(b.Subs, Sub{})
+	}()
+	coalesce := !r.o.EagerCheckpoints && r.holder.Coalesces()
+	checkpoint := func() {
+		if coalesce {
+			// The next renewal writes what settled (Holder.Settle); what it
+			// wrote is what the row has.
+			if w := r.holder.Written(); w != "" && w != r.written {
+				r.checkpointed(ckResult{w, nil})
 			}
-		}
-	}
-	return b
-}
-
-// settledUnits is how many leading units n settled records cover whole, and
-// how many records they hold.
-func settledUnits(us []unit, n int) (units, records int) {
-	for _, u := range us {
-		if records+len(u.recs) > n {
-			break
-		}
-		records += len(u.recs)
-		units++
-	}
-	return units, records
-}
-
-// deliver hands records to the target until every one settled or was given
-// up under the failure policy, checkpointing as they do. It returns false
-// when the run must stop (lease lost, deadline) with records unsettled.
-// Aggregated records are de-aggregated (Options.Deaggregate) or reported
-// and passed.
-//
-// The failure policy (docs/failure-policy.md): the records not yet settled
-// of a failed delivery are delivered again after a backoff. With
-// BisectOnError, a failed delivery of more than one unit is split in halves
-// instead, each delivered on its own (the first, then the second), without
-// counting a retry. Each failed delivery that is not split counts an attempt
-// for what is left; past MaxRetryAttempts retries it is given up. Records
-// older than MaxRecordAge are given up before any delivery.
-func (r *run) deliver(records []types.Record) bool {
-	if len(records) == 0 {
-		return true
-	}
-	began := r.o.Clock()
-	us := r.units(records)
-	last := aws.ToString(records[len(records)-1].SequenceNumber)
-	if len(us) == 0 {
-		return r.checkpoint(last)
-	}
-	us[len(us)-1].ckpt = last
-
-	limit := r.o.retryLimit()
-	done, end := 0, len(us) // delivering us[done:end]
-	var halves []int        // ends of the halves still to deliver after this one
-	attempts := r.carried(us, done, end)
-	if attempts > 0 {
-		// A count carried from an earlier run covers the records that failed
-		// then; what was read after them is delivered on its own afterwards.
-		if k := r.carriedEnd(us, done, end); k < end {
-			halves, end = append(halves, end), k
-		}
-	}
-	fails := 0 // failed deliveries since the last progress, for the backoff
-	var lastErr error
-	if attempts > 0 && r.st.FailedError != "" {
-		lastErr = errors.New(r.st.FailedError)
-	}
-	for done < len(us) {
-		if done >= end { // this window is settled: the next half, or the rest
-			end = len(us)
-			if k := len(halves); k > 0 {
-				end, halves = halves[k-1], halves[:k-1]
+			if r.want != r.written && !r.lost() {
+				r.holder.Settle(r.want)
 			}
-			attempts, lastErr = r.carried(us, done, end), nil
-			if attempts > 0 && r.st.FailedError != "" {
-				lastErr = errors.New(r.st.FailedError)
-			}
-		}
-		troubled := fails > 0 || len(halves) > 0 || attempts > 0
-		if r.lost() || r.ctx.Err() != nil || (troubled && !r.o.Clock().Before(r.stopAt)) {
-			return false
-		}
-		if k := r.expired(us[done:end]); k > 0 {
-			if !r.giveUp(us[done:done+k], ConditionRecordAgeExceeded, lastErr, attempts) {
-				return false
-			}
-			done += k
-			continue
-		}
-		if limit >= 0 && attempts > limit {
-			if !r.giveUp(us[done:end], ConditionRetryAttemptsExhausted, lastErr, attempts) {
-				return false
-			}
-			done = end
-			continue
-		}
-
-		if !r.fits() {
-			r.log.Info("the target's timeout would outlast this run; leaving the batch to the next run", "target_timeout", r.o.TargetTimeout)
-			r.stopAt = r.o.Clock() // nothing more fits in this run
-			return false
-		}
-		b := r.batch(us[done:end])
-		n, err := r.o.Target.Deliver(r.ctx, b)
-		k, nrec := settledUnits(us[done:end], max(0, min(n, len(b.Records))))
-		if k > 0 {
-			r.settled(us[done : done+k])
-			done += k
-			fails = 0
-			r.st.Records += int64(nrec)
-			r.o.Hooks.RecordsDelivered(r.st.Stream, r.st.ShardID, nrec)
-			if !r.checkpoint(us[done-1].ckpt) {
-				return false
-			}
-		}
-		if done >= end {
-			continue
-		}
-		if r.lost() {
-			return false
-		}
-		if err == nil {
-			err = fmt.Errorf("reader: target settled %d of %d records: %w", nrec, len(b.Records), ErrPartial)
-		}
-		lastErr = err
-		fails++
-		r.o.Hooks.TargetError(r.st.Stream, r.st.ShardID, err)
-		if r.o.BisectOnError && end-done > 1 {
-			mid := done + (end-done+1)/2
-			halves = append(halves, end)
-			end = mid
-			attempts = r.carried(us, done, end)
-			r.log.Warn("target failed; delivering the first half on its own", "seq", us[done].seq(), "records", mid-done, "err", err)
-			r.wait(r.o.RetryMin)
-			continue
-		}
-		attempts++
-		r.st.FailingSeq, r.st.FailedAttempts, r.st.FailedError = us[done].seq(), attempts, err.Error()
-		r.st.FailingLast = us[end-1].seq()
-		if len(r.st.FailedError) > 512 {
-			r.st.FailedError = r.st.FailedError[:512]
-		}
-		if limit >= 0 && attempts > limit {
-			continue // given up at the top of the loop
-		}
-		wait := backoff(r.o.RetryMin, r.o.RetryMax, fails)
-		r.log.Warn("target failed; retrying the unsettled records", "seq", us[done].seq(), "attempt", attempts, "wait", wait, "err", err)
-		r.wait(wait)
-	}
-	r.st.Batches++
-	r.o.Hooks.Batch(r.st.Stream, r.st.ShardID, len(records), r.o.Clock().Sub(began))
-	return true
-}
-
-// fits reports whether a delivery started now ends, by the target's own
-// timeout, before the run's context is cut.
-func (r *run) fits() bool {
-	return r.o.TargetTimeout == 0 || r.cutAt.IsZero() || !r.o.Clock().Add(r.o.TargetTimeout).After(r.cutAt)
-}
-
-// carried is the failed-delivery count a delivery of us[done:end] starts
-// with: the one the state carries when it names the same first record (and,
-// when bisecting, only for a single unit: splits do not count).
-func (r *run) carried(us []unit, done, end int) int {
-	if r.st.FailingSeq == "" || r.st.FailingSeq != us[done].seq() || (r.o.BisectOnError && end-done > 1) {
-		return 0
-	}
-	return r.st.FailedAttempts
-}
-
-// carriedEnd is where the failed delivery the state carries ended within
-// us[done:end]: one past the unit whose sequence number is FailingLast, or
-// end when it is not there.
-func (r *run) carriedEnd(us []unit, done, end int) int {
-	if r.st.FailingLast == "" {
-		return end
-	}
-	for i := done; i < end; i++ {
-		if us[i].seq() == r.st.FailingLast {
-			return i + 1
-		}
-	}
-	return end
-}
-
-// settled forgets a retry count carried for one of us.
-func (r *run) settled(us []unit) {
-	if r.st.FailingSeq == "" {
-		return
-	}
-	for _, u := range us {
-		if u.seq() == r.st.FailingSeq {
-			r.st.FailingSeq, r.st.FailedAttempts, r.st.FailedError, r.st.FailingLast = "", 0, "", ""
 			return
 		}
-	}
-}
-
-// expired counts the leading units older than MaxRecordAge.
-func (r *run) expired(us []unit) int {
-	if r.o.MaxRecordAge <= 0 {
-		return 0
-	}
-	now := r.o.Clock()
-	k := 0
-	for _, u := range us {
-		t := u.kin.ApproximateArrivalTimestamp
-		if t == nil || now.Sub(*t) <= r.o.MaxRecordAge {
-			break
+		if ckBusy || r.want == r.written || r.want == r.failedAt || r.lost() {
+			return
 		}
-		k++
+		ckBusy = true
+		seq := r.want
+		wg.Go(func() {
+			_, err := r.holder.Checkpoint(r.ctx, seq)
+			ckDone <- ckResult{seq, err}
+		})
 	}
-	return k
-}
 
-// giveUp gives us up: it sends their on-failure record to the destination
-// (retrying until it is accepted), or logs them at error level when there is
-// none, reports them to Hooks.BatchGivenUp, and checkpoints past them. It
-// returns false when the run must stop first: nothing was checkpointed.
-func (r *run) giveUp(us []unit, cond string, lastErr error, attempts int) bool {
-	recs := make([]types.Record, len(us))
-	for i, u := range us {
-		recs[i] = u.kin
-	}
-	fr := newFailureRecord(r.o.Clock(), cond, recs, r.batch(nil), r.st.Owner, r.o.Target, lastErr, attempts)
-	attrs := []any{"condition", cond, "first_seq", fr.KinesisBatchInfo.StartSequenceNumber, "last_seq", fr.KinesisBatchInfo.EndSequenceNumber,
-		"records", len(recs), "attempts", attempts, "err", lastErr}
-	if r.o.OnFailure != nil {
-		for try := 1; ; try++ {
-			if r.lost() || r.ctx.Err() != nil || (try > 1 && !r.o.Clock().Before(r.stopAt)) {
-				return false
-			}
-			err := r.o.OnFailure.Send(r.ctx, fr)
-			if err == nil {
-				break
-			}
-			wait := backoff(r.o.RetryMin, r.o.RetryMax, try)
-			r.log.Error("on-failure destination refused the record of a given-up batch; retrying, nothing checkpointed past it",
-				append(attrs, "send_err", err, "wait", wait)...)
-			r.wait(wait)
+	stopTimer := time.NewTimer(max(r.stopTime().Sub(r.o.Clock()), 0))
+	defer stopTimer.Stop()
+	yield := r.o.Yield // nil once seen closed
+	last := readNone
+	ended, failedReads, readsCut := false, false, false
+	for {
+		if r.lost() {
+			return outLost
 		}
-		r.log.Error("batch given up; its on-failure record was sent", append(attrs, "request_id", fr.RequestContext.RequestID)...)
-	} else {
-		r.log.Error("batch given up and skipped; no on-failure destination is set", attrs...)
+		if r.ctx.Err() != nil {
+			return outContinue // the hard deadline: cut
+		}
+		halted := r.halted()
+		if halted && !readsCut {
+			cutWaits() // a wait of the cursor in progress ends now
+			readsCut = true
+		}
+		if !r.halt.Load() && !r.yielded() {
+			// Past the run's length, what was read still gets its first
+			// delivery (as a batch read before the end always did); lanes in
+			// trouble stop retrying.
+			r.dispatch()
+		}
+		if !r.cursorBusy && !ended && !halted && r.gate(last, limit).open() {
+			if catchingUp() {
+				reqs <- MaxBatchSize
+			} else {
+				reqs <- limit
+			}
+			r.cursorBusy = true
+		}
+		if !r.cursorBusy && r.lanesIdle() {
+			switch {
+			case failedReads:
+				return outReadErrors
+			case ended && r.led.empty():
+				return outShardEnd
+			case r.yielded():
+				return outReleased
+			case halted:
+				return outContinue
+			}
+		}
+		select {
+		case out := <-outs:
+			r.cursorBusy = false
+			switch {
+			case out.stop != "":
+				failedReads = true
+				r.halt.Store(true)
+			case out.none:
+			default:
+				r.took(out)
+				if out.end {
+					ended = true
+				}
+				switch {
+				case len(out.recs) == 0:
+					last = readEmpty
+				case out.behind:
+					last = readBacklog
+				default:
+					last = readTip
+				}
+			}
+		case ev := <-r.laneEvents:
+			r.laneEvent(ev)
+		case res := <-ckDone:
+			ckBusy = false
+			r.checkpointed(res)
+		case <-yield:
+			yield = nil // halted now: the loop's head stops reads and waits
+		case <-stopTimer.C:
+			if left := r.stopTime().Sub(r.o.Clock()); left > 0 {
+				stopTimer.Reset(left) // an injected clock behind the timer's
+			}
+		case <-r.ctx.Done():
+		}
+		checkpoint()
 	}
-	r.settled(us)
-	r.st.GivenUp += int64(len(recs))
-	r.o.Hooks.BatchGivenUp(r.st.Stream, r.st.ShardID, len(recs), cond)
-	return r.checkpoint(us[len(us)-1].ckpt)
 }
 
-// checkpoint writes seq while the lease holds (before its deadline). A
-// store error other than a lost lease leaves seq pending for the next
-// checkpoint (the records are settled; only the row lags); it returns false
-// only when the lease is lost or lapsed.
-func (r *run) checkpoint(seq string) bool { return r.checkpointCtx(r.ctx, seq) }
+// readLimit is what one read asks for: BatchSize with one lane (a read is a
+// batch, as it always was); with N lanes 2 × N × BatchSize (at most 10,000),
+// so that the shard's 5 reads a second can keep every lane busy.
+func readLimit(batchSize, factor int) int {
+	if factor <= 1 {
+		return batchSize
+	}
+	return min(2*batchSize*factor, MaxBatchSize)
+}
 
-func (r *run) checkpointCtx(ctx context.Context, seq string) bool {
-	_, err := r.holder.Checkpoint(ctx, seq)
-	switch {
-	case err == nil:
-		r.st.Checkpoint, r.pending = seq, ""
-		return true
-	case r.lost():
+// gate gathers what decides whether the cursor reads now.
+func (r *run) gate(last readKind, limit int32) readGate {
+	g := readGate{last: last, limit: int(limit), heldRecords: r.led.records, heldBytes: r.led.bytes}
+	for i := range r.book {
+		b := &r.book[i]
+		g.idleLane = g.idleLane || b.idle()
+		if b.failing || b.stopped {
+			continue
+		}
+		waiting := len(b.q) - b.sent
+		g.starving = g.starving || waiting < int(r.o.BatchSize)
+		g.queued += waiting
+		for _, u := range b.q[b.sent:] {
+			g.queuedBytes += u.size()
+		}
+	}
+	return g
+}
+
+// readGate is what the pipelining rule looks at.
+type readGate struct {
+	last                   readKind
+	limit                  int  // records a read asks for
+	idleLane               bool // some lane has nothing to deliver
+	starving               bool // some lane not retrying a failed delivery has less than a batch waiting
+	queued, queuedBytes    int  // read and waiting for the lanes that are not retrying
+	heldRecords, heldBytes int  // the ledger: records past the checkpoint, data not settled
+}
+
+// open says whether to read now. Never past MaxAheadRecords held past the
+// checkpoint, or MaxAheadBytes of data not settled. While the shard has a
+// backlog, read ahead of the lanes (pipelined) while a lane that is not
+// retrying has less than a batch waiting, and less than one read's worth
+// (and MaxReadAheadBytes) waits in all. At the tip (the last read returned
+// little or nothing), read only once a lane is idle: as often as a strictly
+// sequential reader would, so an idle or slow shard spends no more of its
+// shared reads than with one lane. (The poll interval after an empty read
+// is the cursor's.)
+func (g readGate) open() bool {
+	if g.heldRecords >= MaxAheadRecords || g.heldBytes >= MaxAheadBytes {
 		return false
 	}
-	r.log.Warn("checkpoint failed; will write it with the next one", "seq", seq, "err", err)
-	r.pending = seq
+	switch g.last {
+	case readNone:
+		return true
+	case readBacklog:
+		return g.starving && g.queued < g.limit && g.queuedBytes < MaxReadAheadBytes
+	}
+	return g.idleLane
+}
+
+// took routes what one read returned: each unit gets its ledger entry and
+// goes to the lane of its partition key, unless the previous run already
+// settled it (State.SettledTo).
+func (r *run) took(out readOut) {
+	if len(out.recs) == 0 {
+		return
+	}
+	mark := readMark{first: r.led.head() + len(r.led.entries), iter: out.iterIn, issued: out.issuedIn}
+	us, lead := r.units(out.recs)
+	if len(us) == 0 {
+		last := out.recs[len(out.recs)-1].SequenceNumber
+		r.led.add(entry{ckpt: *last, records: len(out.recs), settled: true})
+	}
+	for i, u := range us {
+		if i == 0 {
+			u.n += lead
+		}
+		done := r.ahead.settled(u.seq(), u.key())
+		u.idx = r.led.add(entry{ckpt: u.ckpt, records: u.n, bytes: u.size(), settled: done})
+		if !done {
+			l := laneOf(u.key(), r.factor)
+			r.book[l].q = append(r.book[l].q, u)
+		}
+	}
+	r.reads = append(r.reads, mark)
+	r.advance()
+}
+
+// dispatch hands each idle lane its next batch: up to BatchSize of its
+// units, in order.
+func (r *run) dispatch() {
+	for i := range r.book {
+		b := &r.book[i]
+		if b.busy || b.stopped || len(b.q) == 0 {
+			continue
+		}
+		n := min(len(b.q), int(r.o.BatchSize))
+		batch := slices.Clone(b.q[:n])
+		b.sent, b.busy, b.failing = n, true, false
+		for _, u := range batch {
+			r.touch(u.idx)
+		}
+		r.lanes[i].work <- batch
+	}
+}
+
+// touch marks the read holding ledger entry idx as delivered from.
+func (r *run) touch(idx int) {
+	k, found := slices.BinarySearchFunc(r.reads, idx, func(m readMark, idx int) int { return m.first - idx })
+	if !found {
+		k--
+	}
+	if k >= 0 && k < len(r.reads) {
+		r.reads[k].touched = true
+	}
+}
+
+func (r *run) laneEvent(ev laneEvent) {
+	b := &r.book[ev.lane]
+	if n := len(ev.settled); n > 0 {
+		for _, u := range ev.settled {
+			r.led.settle(u.idx)
+			if _, ok := r.carriedIn[u.seq()]; ok {
+				r.settledIn[u.seq()] = true
+			}
+		}
+		b.q = b.q[n:]
+		b.sent -= n
+		r.advance()
+	}
+	if ev.failing {
+		b.failing = true
+	}
+	if ev.done {
+		b.busy, b.failing = false, false
+		if !ev.ok {
+			b.stopped = true
+		}
+	}
+}
+
+// advance moves the checkpoint the ledger allows and forgets the reads it
+// passed.
+func (r *run) advance() {
+	if ckpt, ok := r.led.advance(); ok {
+		r.want = ckpt
+	}
+	k := 0
+	for k+1 < len(r.reads) && r.reads[k+1].first <= r.led.head() {
+		k++
+	}
+	if r.led.empty() {
+		k = len(r.reads)
+	}
+	r.reads = r.reads[k:]
+}
+
+func (r *run) lanesIdle() bool {
+	for i := range r.book {
+		if r.book[i].busy {
+			return false
+		}
+	}
 	return true
+}
+
+type ckResult struct {
+	seq string
+	err error
+}
+
+// checkpointed takes the answer to a checkpoint write. A store error other
+// than a lost lease leaves the records settled and the row behind: the next
+// checkpoint writes past them.
+func (r *run) checkpointed(res ckResult) {
+	switch {
+	case res.err == nil:
+		if r.written == "" || seqLess(r.written, res.seq) || r.written == lease.ShardEnd {
+			r.written = res.seq
+		}
+		r.failedAt = ""
+	case r.lost():
+	default:
+		r.log.Warn("checkpoint failed; will write it with the next one", "seq", res.seq, "err", res.err)
+		r.failedAt = res.seq
+	}
+}
+
+// flush writes the checkpoint the ledger allows when the row is behind it,
+// with one bounded try even after the run's context ended (the hard
+// deadline): the settled records deserve it.
+func (r *run) flush() {
+	if r.want == r.written || r.lost() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.o.RenewInterval)
+	defer cancel()
+	_, err := r.holder.Checkpoint(ctx, r.want)
+	r.checkpointed(ckResult{r.want, err})
 }
 
 // lost reports whether the lease was lost or lapsed: nothing more may be
 // delivered or written.
 func (r *run) lost() bool { return r.holder.Valid() != nil }
 
+// halted is the run's stop condition, in one place: it reads no more once
+// it reached its length (or its deadline less Margin), or it is ending for
+// another reason (halt: too many read errors, nothing more fits before the
+// deadline; or Options.Yield was closed), and lanes stop retrying. After
+// the length, the records already read still get their first delivery;
+// after a halt or a yield, no new delivery starts.
+func (r *run) halted() bool {
+	return r.halt.Load() || r.yielded() || !r.o.Clock().Before(r.stopTime())
+}
+
+// yielded reports whether Options.Yield was closed: no new delivery starts,
+// and the run releases its lease once what is in flight settled.
+func (r *run) yielded() bool {
+	select {
+	case <-r.o.Yield:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *run) stopTime() time.Time {
+	r.stopMu.Lock()
+	defer r.stopMu.Unlock()
+	return r.stopAt
+}
+
+// haltNow stops the run taking batches from now.
+func (r *run) haltNow() {
+	r.stopMu.Lock()
+	r.stopAt = minTime(r.stopAt, r.o.Clock())
+	r.stopMu.Unlock()
+	r.halt.Store(true)
+}
+
+// wait sleeps d, but not past the run's stop time nor after the lease is
+// lost or a yield.
+func (r *run) wait(d time.Duration) { r.waitCtx(r.idle, d) }
+
+func (r *run) waitCtx(ctx context.Context, d time.Duration) {
+	if left := r.stopTime().Sub(r.o.Clock()); d > left {
+		d = left
+	}
+	if d > 0 {
+		_ = r.o.Sleep(ctx, d)
+	}
+}
+
 // leaseLost ends a run whose lease was lost or lapsed, writing nothing.
 func (r *run) leaseLost() State {
 	r.log.Warn("lease lost; stopping without writing", "err", r.holder.Err())
-	r.o.Hooks.LeaseLost(r.st.Stream, r.st.ShardID, r.st.Owner)
-	r.st.Reason, r.st.Continue = ReasonLeaseLost, false
-	r.st.Iterator, r.st.IteratorIssuedAt = "", 0
-	return r.st
+	r.o.Hooks.LeaseLost(r.in.Stream, r.in.ShardID, r.in.Owner)
+	return r.out(ReasonLeaseLost, false)
 }
 
 // finish ends a run that continues.
 func (r *run) finish() State {
-	if p := r.pending; p != "" {
-		// The run's context may already be cancelled (the hard deadline);
-		// the settled records deserve one more bounded try.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.o.RenewInterval)
-		r.checkpointCtx(ctx, p)
-		cancel()
-	}
+	r.flush()
 	if r.lost() {
 		return r.leaseLost()
 	}
-	r.st.Reason, r.st.Continue = ReasonContinue, true
-	if r.st.Iteration >= r.o.MaxIterations {
-		r.st.ContinueAsNew, r.st.Iteration = true, 0
-	}
-	r.log.Info("run done", "reason", r.st.Reason, "records", r.st.Records, "seq", r.st.Checkpoint)
-	return r.st
+	st := r.out(ReasonContinue, true)
+	r.log.Info("run done", "reason", st.Reason, "records", st.Records, "seq", st.Checkpoint)
+	return st
 }
 
 // shardEnd writes SHARD_END (every delivery has settled when it is
 // called), releases the lease and nudges the coordinator.
 func (r *run) shardEnd(parent context.Context, write bool) State {
 	if write {
+		r.flush() // the last records' checkpoint first, as when reading one batch after another
 		for attempt := 1; ; attempt++ {
 			if r.lost() {
 				return r.leaseLost()
 			}
-			if !r.o.Clock().Before(r.stopAt) || r.ctx.Err() != nil {
-				r.st.Iterator, r.st.IteratorIssuedAt = "", 0 // reopen after the checkpoint and see the end again
+			if r.halted() || r.ctx.Err() != nil {
+				// Reopen after the checkpoint and see the end again.
 				return r.finish()
 			}
-			if r.checkpoint(lease.ShardEnd) && r.pending == "" {
+			_, err := r.holder.Checkpoint(r.ctx, lease.ShardEnd)
+			if err == nil {
+				r.written, r.want = lease.ShardEnd, lease.ShardEnd
 				break
 			}
-			r.pending = ""
+			if !r.lost() {
+				r.log.Warn("checkpoint of SHARD_END failed; retrying", "err", err)
+			}
+			if r.yielded() {
+				return r.release(parent, ReasonReleased)
+			}
 			r.wait(backoff(r.o.RetryMin, r.o.RetryMax, attempt))
 		}
-		r.o.Hooks.ShardEnd(r.st.Stream, r.st.ShardID)
+		r.o.Hooks.ShardEnd(r.in.Stream, r.in.ShardID)
 		r.log.Info("shard read to its end")
 	}
-	r.st.Iterator, r.st.IteratorIssuedAt = "", 0
 	return r.release(parent, ReasonShardEnd)
 }
 
@@ -823,8 +751,9 @@ func (r *run) release(parent context.Context, reason Reason) State {
 	if r.stopRenew != nil {
 		r.stopRenew() // a renewal after the release would read as a lost lease
 	}
-	if p := r.pending; p != "" && p != lease.ShardEnd {
-		r.checkpoint(p)
+	if r.want != r.written && r.want != "" && !r.lost() {
+		_, err := r.holder.Checkpoint(r.ctx, r.want)
+		r.checkpointed(ckResult{r.want, err})
 	}
 	if !r.lost() {
 		if err := r.holder.Release(context.WithoutCancel(parent)); err != nil {
@@ -834,27 +763,14 @@ func (r *run) release(parent context.Context, reason Reason) State {
 			r.o.Nudge(parent)
 		}
 	}
-	r.st.Reason, r.st.Continue = reason, false
-	r.log.Info("run done", "reason", reason, "records", r.st.Records, "seq", r.st.Checkpoint)
-	return r.st
+	st := r.out(reason, false)
+	r.log.Info("run done", "reason", reason, "records", st.Records, "seq", st.Checkpoint)
+	return st
 }
 
-// wait sleeps d, but not past the run's stop time nor after the lease is lost.
-func (r *run) wait(d time.Duration) {
-	if left := r.stopAt.Sub(r.o.Clock()); d > left {
-		d = left
-	}
-	if d > 0 {
-		_ = r.o.Sleep(r.ctx, d)
-	}
-}
-
-func backoff(lo, hi time.Duration, attempt int) time.Duration {
-	d := lo
-	for i := 1; i < attempt && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
+// startOf names the row's start: its position, generation and order.
+func startOf(row lease.Lease) string {
+	return row.Start + "|" + row.Generation + "|" + strconv.FormatInt(row.GenerationOrder, 10)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -862,11 +778,4 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return aws.String(s)
 }

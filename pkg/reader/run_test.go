@@ -152,13 +152,21 @@ func thief(t *testing.T, e *env) lease.Store {
 type thiefStore struct{ lease.Store }
 
 func (s thiefStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
-	if row, err := s.Get(ctx, stream, shardID); err == nil {
-		opts = append(opts, lease.IfCounter(row.Counter))
+	// A renewal landing between the read and the take changes the counter:
+	// read it again (a few times), as the thief means to take the row now.
+	for try := 1; ; try++ {
+		o := opts
+		if row, err := s.Get(ctx, stream, shardID); err == nil {
+			o = append(slices.Clone(opts), lease.IfCounter(row.Counter))
+		}
+		l, err := s.Store.Take(ctx, stream, shardID, owner, o...)
+		if !errors.Is(err, lease.ErrHeld) || try == 3 {
+			return l, err
+		}
 	}
-	return s.Store.Take(ctx, stream, shardID, owner, opts...)
 }
 
-func TestRun_TakeoverResumesAfterTheCheckpointWithAtMostOneBatchTwice(t *testing.T) {
+func TestRun_TakeoverBeforeTheDeadlineResumesAfterTheCheckpointWithAtMostThreeBatchesTwice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1)
 	e.putN(t, "a", 50)
@@ -181,6 +189,7 @@ func TestRun_TakeoverResumesAfterTheCheckpointWithAtMostOneBatchTwice(t *testing
 	}))
 	oa.BatchSize = 10
 	oa.RunLength = 5 * time.Second
+	oa.EagerCheckpoints = true // the bound is of eager checkpoints; coalesced ones add a renew interval
 	done := make(chan State)
 	go func() {
 		st, _ := Run(t.Context(), oa, e.state(e.shards[0], "A"))
@@ -216,8 +225,13 @@ func TestRun_TakeoverResumesAfterTheCheckpointWithAtMostOneBatchTwice(t *testing
 			dups++
 		}
 	}
-	if dups > 10 {
-		t.Errorf("%d records handed to both owners, want at most one batch (10)", dups)
+	// B takes the row before A's deadline (a taker on AWS cannot: it waits
+	// that out), so A goes on until a checkpoint or renewal is refused: the
+	// batch in flight at the takeover, the one read ahead, and one more read
+	// while the refused checkpoint was on its way (checkpoints do not hold
+	// the lane up).
+	if dups > 3*10 {
+		t.Errorf("%d records handed to both owners, want at most three batches (30)", dups)
 	}
 	t.Logf("A settled %d, B delivered %d, handed to both %d", a.len(), b.len(), dups)
 }

@@ -221,3 +221,147 @@ func TestRunner_RestartWithoutAStartDeliversWhatArrivedWhileStopped(t *testing.T
 		}
 	}
 }
+
+// Runners on one DynamoDB lease table (dynalite) over kinesis-local share
+// 12 shards: 4 runners 3 each, 3 runners 4 each when one stops (Ctrl-C), 2
+// runners 6 each when another stops, and 3 runners 4 each again when a new
+// one joins, delivering every record with each key in order.
+func TestRunner_RunnersShareAStreamOnTheEmulators(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := testaws.Name(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if _, err := shards.CreateIfMissing(ctx, kc, stream, 12); err != nil {
+		t.Fatal(err)
+	}
+	dc := testaws.Dynamo(t)
+	table := testaws.Name(t)
+	if err := lease.CreateTable(ctx, dc, table); err != nil {
+		t.Fatal(err)
+	}
+	const leaseFor = 2 * time.Second
+	store, err := lease.NewDynamoStore(dc, table, func(o *lease.Options) { o.Duration = leaseFor })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{seen: map[string]int{}}
+	target := reader.FuncTarget(func(_ context.Context, b reader.Batch) (int, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, rec := range b.Records {
+			s.seen[string(rec.Data)]++
+			s.order = append(s.order, string(rec.Data))
+		}
+		return len(b.Records), nil
+	})
+	type running struct {
+		stop context.CancelFunc
+		done chan struct{}
+	}
+	runners := map[string]running{}
+	start := func(id string) {
+		r, err := runner.New(runner.Options{
+			Subscriptions:  []coordinator.Subscription{{Stream: stream, Start: "horizon"}},
+			Store:          store,
+			Kinesis:        kc,
+			RelistInterval: 2 * time.Second,
+			Reader: reader.Options{Target: target, BatchSize: 50, PollInterval: 500 * time.Millisecond, RunLength: 3 * time.Second,
+				RenewInterval: 500 * time.Millisecond, LeaseDuration: leaseFor},
+			Balance: &runner.Balance{ID: id},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = r.Run(rc); close(done) }()
+		runners[id] = running{stop, done}
+	}
+	leave := func(id string) {
+		runners[id].stop()
+		<-runners[id].done
+		delete(runners, id)
+	}
+	defer func() {
+		for id := range runners {
+			leave(id)
+		}
+	}()
+	settle := func(want map[string]int) {
+		t.Helper()
+		began := time.Now()
+		for {
+			rows, err := store.List(ctx, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for _, r := range rows {
+				if r.Owner != "" {
+					got[lease.OwnerRunner(r.Owner)]++
+				}
+			}
+			if fmt.Sprint(got) == fmt.Sprint(want) {
+				t.Logf("%v after %s", got, time.Since(began).Round(10*time.Millisecond))
+				return
+			}
+			if ctx.Err() != nil || time.Since(began) > 30*time.Second {
+				t.Fatalf("shares %v, want %v", got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	put := func(round int) {
+		var entries []ktypes.PutRecordsRequestEntry
+		for k := range 24 {
+			entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprintf("k%d", k)), Data: fmt.Appendf(nil, "k%d:%03d", k, round)})
+		}
+		if _, err := kc.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round := 0
+	produce := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); round++ {
+			put(round)
+			time.Sleep(150 * time.Millisecond)
+		}
+	}
+
+	start("a")
+	start("b")
+	start("c")
+	start("d")
+	settle(map[string]int{"a": 3, "b": 3, "c": 3, "d": 3})
+	produce(2 * time.Second)
+	leave("b")
+	settle(map[string]int{"a": 4, "c": 4, "d": 4})
+	produce(time.Second)
+	leave("c")
+	settle(map[string]int{"a": 6, "d": 6})
+	produce(time.Second)
+	start("e")
+	settle(map[string]int{"a": 4, "d": 4, "e": 4})
+	produce(time.Second)
+	want := 24 * round
+	for s.count() < want && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := s.count(); got != want {
+		t.Fatalf("delivered %d unique records, want %d", got, want)
+	}
+	next := map[string]int{}
+	firsts := map[string]bool{}
+	for _, d := range s.order {
+		if firsts[d] {
+			continue
+		}
+		firsts[d] = true
+		key, num, _ := strings.Cut(d, ":")
+		n, _ := strconv.Atoi(num)
+		if n != next[key] {
+			t.Fatalf("key %s: first delivery of %d after %d", key, n, next[key]-1)
+		}
+		next[key] = n + 1
+	}
+}

@@ -5,8 +5,10 @@
 //	go run ./chaos/cmd/benchplots -data build/bench-data -out docs/img
 //
 // It draws the delivery latency distribution (latency.json), the failover
-// timeline (failover.json) and the child opening times (childopen.json),
-// each when its data is present, with nothing beyond the standard library.
+// timeline (failover.json), the child opening times (childopen.json), and
+// the reader's pipelining (reader.json) and drains at factors 1 and 10
+// (drain.json), each when its data is present, with nothing beyond the
+// standard library.
 package main
 
 import (
@@ -71,6 +73,24 @@ func run(data, out string) error {
 		return err
 	} else if ok {
 		if err := save(filepath.Join(out, "child-open.png"), childPlot(co)); err != nil {
+			return err
+		}
+		drew++
+	}
+	var rf readerFigures
+	if ok, err := load(filepath.Join(data, "reader.json"), &rf); err != nil {
+		return err
+	} else if ok {
+		if err := save(filepath.Join(out, "reader-pipelined.png"), readerPlot(rf)); err != nil {
+			return err
+		}
+		drew++
+	}
+	var df drainFigures
+	if ok, err := load(filepath.Join(data, "drain.json"), &df); err != nil {
+		return err
+	} else if ok {
+		if err := save(filepath.Join(out, "drain.png"), drainPlot(df)); err != nil {
 			return err
 		}
 		drew++
@@ -199,11 +219,11 @@ func failoverPlot(fo []failover) canvas {
 	}
 	xmax := math.Max(22, math.Ceil(slices.Max(totals)/2)*2)
 	f := frame{c: c, x0: 40, y0: 80, x1: w - 20, y1: h - 60, xmax: xmax, ymax: float64(len(fo))}
-	c.text(20, 12, fmt.Sprintf("failover, %d kills at default settings: p50 %.1f s, p99 %.1f s", len(fo), quantile(totals, 0.5), quantile(totals, 0.99)), black, 2)
+	c.text(20, 12, fmt.Sprintf("failover (event path), %d kills: p50 %.1f s, p99 %.1f s", len(fo), quantile(totals, 0.5), quantile(totals, 0.99)), black, 2)
 	legend := []struct {
 		col   color.RGBA
 		label string
-	}{{grey, "killed owner lease still live"}, {orange, "expired, waiting for a coordinator pass"}, {green, "new owner opening the shard"}}
+	}{{grey, "dead owner's lease live"}, {orange, "watch: 10 s of its own from the event"}, {green, "new owner opening the shard"}}
 	x := 20
 	for _, l := range legend {
 		c.rect(x, 38, x+12, 48, l.col)

@@ -1,0 +1,307 @@
+package reader
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// lane delivers the records of its partition keys, one batch at a time, in
+// order, under the failure policy. A run has ParallelizationFactor lanes;
+// they deliver concurrently, each to the target with at most one batch in
+// flight, so one key's records never overlap at the target.
+//
+// A lane knows nothing of reads, checkpoints or the lease's renewals: it
+// gets a batch, tells the run which of its units settled (in order) and
+// when the batch is over, and checks the lease (Holder.Valid) before every
+// delivery, which it makes with the run's context (the holder's).
+type lane struct {
+	r    *run
+	id   int
+	work chan []unit
+
+	// fail is the lane's failing delivery now (FailingSeq "" when none);
+	// read by the run once the lane has stopped.
+	fail Failure
+}
+
+// laneEvent is what a lane tells the run.
+type laneEvent struct {
+	lane    int
+	settled []unit // units settled, in order, from the front of the lane's batch
+	failing bool   // a delivery of the batch failed (the lane is retrying)
+	done    bool   // the batch is over
+	ok      bool   // ... with every unit settled
+}
+
+func (l *lane) loop() {
+	for b := range l.work {
+		ok := l.deliver(b)
+		l.send(laneEvent{lane: l.id, done: true, ok: ok})
+	}
+}
+
+func (l *lane) send(ev laneEvent) {
+	select {
+	case l.r.laneEvents <- ev:
+	case <-l.r.quit:
+	}
+}
+
+// span is a stretch of the lane's batch still to deliver: us[lo:hi].
+type span struct{ lo, hi int }
+
+// deliver hands us to the target until every unit settled or was given up
+// under the failure policy, reporting each settled stretch as it settles.
+// It returns false when the run must stop (lease lost, deadline, the run's
+// length with the batch in trouble) with units unsettled.
+//
+// The failure policy (docs/failure-policy.md) as a queue of work: spans to
+// deliver, the next on top. A failed delivery of a span leaves its
+// unsettled rest on top, delivered again after a backoff; with
+// BisectOnError a failed span of more than one unit is replaced by its two
+// halves (the second pushed first, so the first half goes next), without
+// counting a retry. Each failed delivery that is not split counts an
+// attempt for what is left; past MaxRetryAttempts retries it is given up.
+// Units older than MaxRecordAge are given up before any delivery.
+func (l *lane) deliver(us []unit) bool {
+	r := l.r
+	began := r.o.Clock()
+	limit := r.o.retryLimit()
+
+	work := []span{{0, len(us)}}
+	if n, _ := l.carried(us, 0, len(us)); n > 0 {
+		// A count carried from an earlier run covers the units that failed
+		// then; what was read after them is delivered on its own afterwards.
+		if k := l.carriedEnd(us, 0, len(us)); k < len(us) {
+			work = []span{{k, len(us)}, {0, k}}
+		}
+	}
+	cur := span{}
+	attempts := 0
+	var lastErr error
+	fails := 0 // failed deliveries since the last progress, for the backoff
+	failing := false
+	for {
+		if cur.lo >= cur.hi { // the span is settled: the next, if any
+			if len(work) == 0 {
+				break
+			}
+			cur, work = work[len(work)-1], work[:len(work)-1]
+			attempts, lastErr = l.carried(us, cur.lo, cur.hi)
+		}
+		troubled := fails > 0 || len(work) > 0 || attempts > 0
+		if r.lost() || r.ctx.Err() != nil || r.yielded() || (troubled && r.halted()) {
+			return false
+		}
+		if k := r.expired(us[cur.lo:cur.hi]); k > 0 {
+			if !l.giveUp(us[cur.lo:cur.lo+k], ConditionRecordAgeExceeded, lastErr, attempts) {
+				return false
+			}
+			cur.lo += k
+			continue
+		}
+		if limit >= 0 && attempts > limit {
+			if !l.giveUp(us[cur.lo:cur.hi], ConditionRetryAttemptsExhausted, lastErr, attempts) {
+				return false
+			}
+			cur.lo = cur.hi
+			continue
+		}
+
+		if !r.fits() {
+			r.log.Info("the target's timeout would outlast this run; leaving the batch to the next run", "target_timeout", r.o.TargetTimeout)
+			r.haltNow() // nothing more fits in this run
+			return false
+		}
+		if r.holder.Valid() != nil {
+			return false
+		}
+		b := r.batch(us[cur.lo:cur.hi])
+		n, err := r.o.Target.Deliver(r.ctx, b)
+		k, nrec := settledUnits(us[cur.lo:cur.hi], max(0, min(n, len(b.Records))))
+		if k > 0 {
+			r.delivered.Add(int64(nrec))
+			r.o.Hooks.RecordsDelivered(r.in.Stream, r.in.ShardID, nrec)
+			l.settled(us[cur.lo : cur.lo+k])
+			cur.lo += k
+			fails = 0
+		}
+		if cur.lo >= cur.hi {
+			continue
+		}
+		if r.lost() {
+			return false
+		}
+		if err == nil {
+			err = fmt.Errorf("reader: target settled %d of %d records: %w", nrec, len(b.Records), ErrPartial)
+		}
+		lastErr = err
+		fails++
+		r.o.Hooks.TargetError(r.in.Stream, r.in.ShardID, err)
+		if !failing {
+			failing = true
+			l.send(laneEvent{lane: l.id, failing: true})
+		}
+		if r.o.BisectOnError && cur.hi-cur.lo > 1 {
+			mid := cur.lo + (cur.hi-cur.lo+1)/2
+			work = append(work, span{mid, cur.hi})
+			cur.hi = mid
+			attempts, _ = l.carried(us, cur.lo, cur.hi)
+			r.log.Warn("target failed; delivering the first half on its own", "seq", us[cur.lo].seq(), "records", mid-cur.lo, "lane", l.id, "err", err)
+			r.wait(r.o.RetryMin)
+			continue
+		}
+		attempts++
+		l.fail = Failure{FailingSeq: us[cur.lo].seq(), FailedAttempts: attempts, FailingLast: us[cur.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)}
+		if limit >= 0 && attempts > limit {
+			continue // given up at the top of the loop
+		}
+		wait := backoff(r.o.RetryMin, r.o.RetryMax, fails)
+		r.log.Warn("target failed; retrying the unsettled records", "seq", us[cur.lo].seq(), "attempt", attempts, "wait", wait, "lane", l.id, "err", err)
+		r.wait(wait)
+	}
+	r.batches.Add(1)
+	kin := 0
+	for _, u := range us {
+		kin += u.n
+	}
+	r.o.Hooks.Batch(r.in.Stream, r.in.ShardID, kin, r.o.Clock().Sub(began))
+	return true
+}
+
+// carried is the failed-delivery count (and its last error) a delivery of
+// us[lo:hi] starts with: the one the lane or the loop's state carries for
+// the same first unit (and, when bisecting, only for a single unit: splits
+// do not count).
+func (l *lane) carried(us []unit, lo, hi int) (int, error) {
+	f, ok := l.failureOf(us[lo].seq())
+	if !ok || (l.r.o.BisectOnError && hi-lo > 1) {
+		return 0, nil
+	}
+	var err error
+	if f.FailedAttempts > 0 && f.FailedError != "" {
+		err = errors.New(f.FailedError)
+	}
+	return f.FailedAttempts, err
+}
+
+// failureOf returns the failure carried for the delivery starting at seq:
+// the lane's own, else one the loop's state carried in.
+func (l *lane) failureOf(seq string) (Failure, bool) {
+	if l.fail.FailingSeq == seq {
+		return l.fail, true
+	}
+	f, ok := l.r.carriedIn[seq]
+	return f, ok
+}
+
+// carriedEnd is where the failed delivery carried for us[lo] ended within
+// us[lo:hi]: one past the unit whose sequence number is its FailingLast,
+// or hi when it is not there.
+func (l *lane) carriedEnd(us []unit, lo, hi int) int {
+	f, _ := l.failureOf(us[lo].seq())
+	if f.FailingLast == "" {
+		return hi
+	}
+	for i := lo; i < hi; i++ {
+		if us[i].seq() == f.FailingLast {
+			return i + 1
+		}
+	}
+	return hi
+}
+
+// settled tells the run that us settled and forgets a retry count carried
+// for one of them.
+func (l *lane) settled(us []unit) {
+	if l.fail.FailingSeq != "" {
+		for _, u := range us {
+			if u.seq() == l.fail.FailingSeq {
+				l.fail = Failure{}
+				break
+			}
+		}
+	}
+	l.send(laneEvent{lane: l.id, settled: us})
+}
+
+// giveUp gives us up: it sends their on-failure record to the destination
+// (retrying until it is accepted), or logs them at error level when there is
+// none, reports them to Hooks.BatchGivenUp, and settles them. It returns
+// false when the run must stop first: nothing was settled.
+func (l *lane) giveUp(us []unit, cond string, lastErr error, attempts int) bool {
+	r := l.r
+	recs := make([]types.Record, len(us))
+	for i, u := range us {
+		recs[i] = u.kin
+	}
+	fr := newFailureRecord(r.o.Clock(), cond, recs, r.batch(nil), r.in.Owner, r.o.Target, lastErr, attempts)
+	attrs := []any{"condition", cond, "first_seq", fr.KinesisBatchInfo.StartSequenceNumber, "last_seq", fr.KinesisBatchInfo.EndSequenceNumber,
+		"records", len(recs), "attempts", attempts, "err", lastErr}
+	if r.o.ParallelizationFactor > 1 {
+		attrs = append(attrs, "lane", l.id)
+	}
+	if r.o.OnFailure != nil {
+		for try := 1; ; try++ {
+			if r.lost() || r.ctx.Err() != nil || (try > 1 && r.halted()) {
+				return false
+			}
+			err := r.o.OnFailure.Send(r.ctx, fr)
+			if err == nil {
+				break
+			}
+			wait := backoff(r.o.RetryMin, r.o.RetryMax, try)
+			r.log.Error("on-failure destination refused the record of a given-up batch; retrying, nothing checkpointed past it",
+				append(attrs, "send_err", err, "wait", wait)...)
+			r.wait(wait)
+		}
+		r.log.Error("batch given up; its on-failure record was sent", append(attrs, "request_id", fr.RequestContext.RequestID)...)
+	} else {
+		r.log.Error("batch given up and skipped; no on-failure destination is set", attrs...)
+	}
+	r.givenUp.Add(int64(len(recs)))
+	r.o.Hooks.BatchGivenUp(r.in.Stream, r.in.ShardID, len(recs), cond)
+	l.settled(us)
+	return true
+}
+
+// expired counts the leading units older than MaxRecordAge.
+func (r *run) expired(us []unit) int {
+	if r.o.MaxRecordAge <= 0 {
+		return 0
+	}
+	now := r.o.Clock()
+	k := 0
+	for _, u := range us {
+		t := u.kin.ApproximateArrivalTimestamp
+		if t == nil || now.Sub(*t) <= r.o.MaxRecordAge {
+			break
+		}
+		k++
+	}
+	return k
+}
+
+// fits reports whether a delivery started now ends, by the target's own
+// timeout, before the run's context is cut.
+func (r *run) fits() bool {
+	return r.o.TargetTimeout == 0 || r.cutAt.IsZero() || !r.o.Clock().Add(r.o.TargetTimeout).After(r.cutAt)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func backoff(lo, hi time.Duration, attempt int) time.Duration {
+	d := lo
+	for i := 1; i < attempt && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
