@@ -857,9 +857,13 @@ func (c *checker) finish() {
 }
 
 // firstIn is the event of x's first settle in epoch e or later (0: none).
+// A record given up under the policy takes its place in its key's order
+// when it is given up, as the check at delivery time does: its disposition
+// is final then, and a delivery of it after a takeover (the row's
+// checkpoint behind it, as at-least-once allows) is a duplicate.
 func firstIn(x *rec, e int) uint64 {
 	for _, st := range x.settles {
-		if st.epoch >= e && !st.givenUp {
+		if st.epoch >= e {
 			return st.ev
 		}
 	}
