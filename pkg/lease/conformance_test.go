@@ -522,6 +522,27 @@ var conformanceCases = []struct {
 			t.Fatalf("row %+v after refused writes, want checkpoint 77", row)
 		}
 	}},
+	{"TakeUnchangedOnlyOnTheRowItRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A coordinator's take is conditional on the counter its decision
+		// read: 0 for a shard without a row.
+		noErr(t)(s.Take(ctx, stream, "s1", "A", lease.Unchanged(0)))
+		if _, err := s.Take(ctx, stream, "s1", "B", lease.Unchanged(0)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row that exists with Unchanged(0): err = %v, want ErrHeld", err)
+		}
+		must(t, s.Release(ctx, stream, "s1", "A"))
+		seen, _ := s.Get(ctx, stream, "s1")
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		if _, err := s.Take(ctx, stream, "s1", "B", lease.Unchanged(seen.Counter)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a free row whose start changed since it was read: err = %v, want ErrHeld", err)
+		}
+		now, _ := s.Get(ctx, stream, "s1")
+		l, err := s.Take(ctx, stream, "s1", "B", lease.Unchanged(now.Counter))
+		must(t, err)
+		if l.Owner != "B" || l.Start != "horizon" {
+			t.Fatalf("take on the row as read = %+v", l)
+		}
+	}},
 	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s0:1", Generation: "g1", Order: 1})
 		must(t, err)

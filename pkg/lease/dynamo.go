@@ -255,6 +255,9 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	if o.ifCounter {
 		cond = expression.Or(cond, counterIs(o.counter))
 	}
+	if o.ifUnchanged {
+		cond = expression.And(cond, counterIs(o.unchanged))
+	}
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
 		Remove(expression.Name(attrRevoked)).
 		Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).

@@ -348,6 +348,8 @@ type takeOptions struct {
 	family      string
 	counter     int64
 	ifCounter   bool
+	unchanged   int64
+	ifUnchanged bool
 	incarnation int64
 }
 
@@ -372,6 +374,15 @@ func WithOwnerFamily(family string) TakeOption {
 // between the two hosts' clocks.
 func IfCounter(counter int64) TakeOption {
 	return func(o *takeOptions) { o.counter, o.ifCounter = counter, true }
+}
+
+// Unchanged makes a take conditional on the row's counter being still
+// counter (0: no row yet), whatever else allows it: a coordinator takes a
+// shard only on the row its decision read, so a start another coordinator
+// recorded in between (which bumps the counter, and may have re-opened the
+// shard's parents) makes the take fail with ErrHeld, to be decided again.
+func Unchanged(counter int64) TakeOption {
+	return func(o *takeOptions) { o.unchanged, o.ifUnchanged = counter, true }
 }
 
 // WithIncarnation records the stream incarnation (Lease.Incarnation) on

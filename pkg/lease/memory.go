@@ -74,7 +74,7 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	now := m.opts.Clock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if ok && !o.takeable(l, owner) {
+	if (ok && !o.takeable(l, owner)) || (o.ifUnchanged && l.Counter != o.unchanged) {
 		cur := clone(l)
 		return Lease{}, &ConflictError{Op: "take", Key: key, Owner: owner, Current: &cur, Err: ErrHeld}
 	}
