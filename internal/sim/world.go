@@ -536,21 +536,7 @@ func (p *producer) run(ctx context.Context) {
 // violations are all known bugs' does not fail TestSim (it is reported);
 // with -sim.strict it does. Remove a bug here when its fix lands: its
 // worlds are then ordinary failures again.
-var KnownBugs = map[string]string{
-	"B1": "pkg/coordinator: a pass takes shards and starts loops while the stream's generation record is not applied yet " +
-		"(it lost the race to record it, or its start is stale, or it has none), so a loop opens a shard before the " +
-		"generation's start is on its row: at its own tip, or after its checkpoint, instead of the configured start",
-	"B3": "pkg/reader: after a checkpoint whose answer was lost (the write landed), a run that reopens the shard " +
-		"(an expired iterator, a read error) reopens after the last checkpoint it heard succeed, not after the " +
-		"settled records it holds pending: it delivers them again and writes an older checkpoint, so the row's " +
-		"checkpoint moves back within a generation (duplicates, never a loss); when the run then ends, finish " +
-		"writes the pending checkpoint and hands on a state whose checkpoint is ahead of its iterator, and the " +
-		"next run does the same",
-	"B4": "pkg/coordinator: a pass decides on the rows it read at its start; another coordinator may record a new start " +
-		"(a horizon or timestamp generation) in between, which re-opens the parents of a child and records the start " +
-		"on the child: the pass still takes the child (a take of a free row is unconditional) and its loop reads it " +
-		"beside its parents",
-}
+var KnownBugs = map[string]string{}
 
 // Unknown returns the violations that are no known bug's.
 func (r *Result) Unknown() []Violation {
