@@ -9,7 +9,11 @@ EMU_STAMP := $(EMU_DIR)/node_modules/.installed
 FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 BUILD_DIR := build
 
-.PHONY: help deps build test test-go lint bench demo clean
+.PHONY: help deps build test test-go lint bench demo sim clean
+
+# make sim: how many simulated worlds, from which seed.
+SEEDS ?= 1000
+FIRST ?= 1
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -38,12 +42,17 @@ lint: ## gofmt and go vet
 test-go: deps ## go test -race ./... (starts the emulators itself)
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-test: deps lint test-go ## Everything CI runs: lint, go test -race, infra tests and template checks
+test: deps lint test-go ## Everything CI runs: lint, go test -race, 300 simulated worlds, infra tests and template checks
+	@$(MAKE) --no-print-directory sim SEEDS=300 FIRST=100001
 	@if $(MAKE) -n test-infra >/dev/null 2>&1; then $(MAKE) --no-print-directory test-infra; fi
 
 bench: deps ## Benchmarks; prints `bench <name> <value> <unit>` lines
 	@mkdir -p $(BUILD_DIR)
-	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./... 2>&1 | tee $(BUILD_DIR)/bench.log | grep -E '^(bench |--- FAIL|FAIL|panic)'
+	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./... 2>&1 | tee $(BUILD_DIR)/bench.log | grep -E '^(bench |--- FAIL|FAIL|panic)'
+
+sim: ## Run SEEDS simulated worlds from seed FIRST (internal/sim, virtual time); a failing one prints its replay command
+	@set -o pipefail; $(GO) test ./internal/sim -run '^TestSim$$' -count=1 -timeout 0 -v -sim.seeds=$(SEEDS) -sim.first=$(FIRST) 2>&1 | \
+	  grep -vE '^ *(=== (RUN|PAUSE|CONT)|--- PASS|PASS$$)'
 
 demo: deps ## The whole system on local emulators: a split, a merge, a killed loop; ends with the verdict line
 	@$(GO) build -o $(BUILD_DIR)/shardloop ./cmd/shardloop

@@ -27,7 +27,22 @@ type seqNum struct {
 }
 
 func formatSeq(n, stream uint64, shard int) string {
-	return fmt.Sprintf(seqFormatStr, n, stream, shard)
+	// As fmt.Sprintf(seqFormatStr, ...), without fmt: a read formats every
+	// record it returns.
+	var b [seqLen]byte
+	copy(b[:], seqPrefix)
+	putDigits(b[len(seqPrefix):len(seqPrefix)+seqCounterW], n)
+	putDigits(b[len(seqPrefix)+seqCounterW:len(seqPrefix)+seqCounterW+seqStreamW], stream)
+	putDigits(b[len(seqPrefix)+seqCounterW+seqStreamW:], uint64(shard))
+	return string(b[:])
+}
+
+// putDigits writes v in decimal into b, right-aligned and zero-padded.
+func putDigits(b []byte, v uint64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
 }
 
 // parseSeq decodes a sequence number this package issued. ok is false for

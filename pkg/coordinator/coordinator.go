@@ -54,7 +54,10 @@ type Coordinator struct {
 	nudge   chan struct{}
 
 	observer *lease.Observer
-	passMu   sync.Mutex // one pass at a time
+	// passing holds a token while a pass runs: one pass at a time. A
+	// channel rather than a mutex, so a pass waiting for another gives up
+	// with its context (and waits durably under testing/synctest).
+	passing chan struct{}
 
 	mu           sync.Mutex
 	created      map[string]bool // streams create-if-missing has run for
@@ -78,7 +81,7 @@ func New(cfg Config, store lease.Store, kinesis KinesisAPI, starter Starter) (*C
 		return nil, &ConfigError{Field: "starter", Reason: "want a Starter"}
 	}
 	return &Coordinator{cfg: cfg, store: store, kinesis: kinesis, starter: starter,
-		nudge: make(chan struct{}, 1), failedSignal: make(chan struct{}, 1), created: map[string]bool{},
+		nudge: make(chan struct{}, 1), passing: make(chan struct{}, 1), failedSignal: make(chan struct{}, 1), created: map[string]bool{},
 		observer: lease.NewObserver(cfg.LeaseDuration)}, nil
 }
 
@@ -196,6 +199,12 @@ type StreamResult struct {
 	// StaleConfiguration is true when the stream's recorded generation is
 	// newer than this coordinator's start position: it changed nothing.
 	StaleConfiguration bool
+	// GenerationPending is true when the stream's generation record is not
+	// applied to its rows yet (another coordinator recorded it and is
+	// applying it, or failed part way and will finish at its next pass):
+	// the pass took no shard, since a loop would open one before its
+	// generation's start is on its row.
+	GenerationPending bool
 	// Deleted lists rows removed for shards gone from the listing or of an
 	// earlier incarnation of the stream; StaleRows the shards whose rows
 	// are of an earlier incarnation and still held.
@@ -232,8 +241,13 @@ func (c *Coordinator) Pass(ctx context.Context) (PassResult, error) {
 
 // passStream runs one pass over one subscription, one pass at a time.
 func (c *Coordinator) passStream(ctx context.Context, sub Subscription) (StreamResult, error) {
-	c.passMu.Lock()
-	defer c.passMu.Unlock()
+	name, _ := shards.StreamName(sub.Stream) // validated in New
+	select {
+	case c.passing <- struct{}{}:
+	case <-ctx.Done():
+		return StreamResult{Stream: name, Err: ctx.Err()}, ctx.Err()
+	}
+	defer func() { <-c.passing }()
 	r, err := c.passOne(ctx, sub)
 	r.Err = err
 	if c.cfg.OnPass != nil {
@@ -276,9 +290,15 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		return res, fmt.Errorf("stream %s: read leases: %w", name, err)
 	}
 
-	recorded, err := c.generation(ctx, name, sub, listing, rows, sum, &res, log)
+	recorded, ready, err := c.generation(ctx, name, sub, listing, rows, sum, &res, log)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
+	}
+	if !ready {
+		res.GenerationPending = true
+		log.InfoContext(ctx, "the stream's generation is not applied to its rows yet; taking no shard this pass",
+			"generation", res.Generation.ID, "order", res.Generation.Order)
+		return res, nil
 	}
 	if recorded {
 		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
@@ -316,9 +336,13 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	var errs []error
 	for _, s := range leasable {
 		owner := c.cfg.NewOwner(s.ID)
-		opts := []lease.TakeOption{lease.WithParents(s.Parents()...), lease.WithIncarnation(sum.incarnation)}
-		if r, ok := rows[s.ID]; ok && r.Held() {
-			opts = append(opts, lease.IfCounter(verdicts[s.ID].Counter)) // lapsed: taken only if still unchanged
+		// Taken only on the row the decision read: a start recorded since
+		// (which may have re-opened the shard's parents) or a lapsed holder's
+		// renewal bumped the counter, and the shard is decided again.
+		r, ok := rows[s.ID]
+		opts := []lease.TakeOption{lease.WithParents(s.Parents()...), lease.WithIncarnation(sum.incarnation), lease.Unchanged(r.Counter)}
+		if ok && r.Held() {
+			opts = append(opts, lease.IfCounter(verdicts[s.ID].Counter)) // lapsed
 		}
 		taken, err := c.store.Take(ctx, name, s.ID, owner, opts...)
 		if errors.Is(err, lease.ErrHeld) {
@@ -392,28 +416,31 @@ func (c *Coordinator) describe(ctx context.Context, stream string) (summary, err
 // generation reads the stream's generation record and takes the step
 // stepFor decides: it records a new generation and applies its start, or
 // finishes applying the recorded one, or reports a stale configuration. It
-// returns whether it recorded a start on any row.
+// returns whether it recorded a start on any row, and whether shards may be
+// taken: not while the stream's record of this incarnation is unapplied.
 func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscription, listing []shards.Shard,
-	rows map[string]lease.Lease, sum summary, res *StreamResult, log *slog.Logger) (bool, error) {
+	rows map[string]lease.Lease, sum summary, res *StreamResult, log *slog.Logger) (recorded, ready bool, err error) {
 	rec, err := c.store.GetGeneration(ctx, stream)
 	found := err == nil
 	if err != nil && !errors.Is(err, lease.ErrNotFound) {
-		return false, fmt.Errorf("read generation: %w", err)
+		return false, false, fmt.Errorf("read generation: %w", err)
 	}
 	step := stepFor(rec, found, sub, sum.incarnation)
 	res.Step, res.Generation = step.String(), rec
+	// A record of an earlier incarnation says nothing about this one's rows.
+	applied := !found || rec.Applied || (rec.Incarnation != 0 && sum.incarnation != 0 && rec.Incarnation != sum.incarnation)
 	switch step {
 	case genFollow:
-		return false, nil
+		return false, applied, nil
 	case genStale:
 		res.StaleConfiguration = true
 		log.WarnContext(ctx, "the stream's recorded generation is newer than this configuration's start position; changing nothing",
 			"start", sub.Start, "generation", sub.Generation, "recorded", rec.ID, "recorded_start", rec.Start,
 			"recorded_order", rec.Order, "recorded_at", rec.RecordedAt, "recorded_by", rec.RecordedBy)
-		return false, nil
+		return false, applied, nil
 	case genBegin:
 		if err := checkSequenceShard(sub, listing); err != nil {
-			return false, err
+			return false, false, err
 		}
 		prevOrder := int64(0)
 		if found {
@@ -424,15 +451,15 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 		if err := c.store.PutGeneration(ctx, stream, next, prevOrder); err != nil {
 			if errors.Is(err, lease.ErrChanged) {
 				log.InfoContext(ctx, "another coordinator recorded a generation first; deciding again next pass")
-				return false, nil
+				return false, false, nil
 			}
-			return false, fmt.Errorf("record generation: %w", err)
+			return false, false, fmt.Errorf("record generation: %w", err)
 		}
 		log.InfoContext(ctx, "generation begins", "generation", next.ID, "order", next.Order, "start", next.Start,
 			"tip", next.Tip, "shards", len(next.Shards), "superseded", next.Superseded)
 		rec, res.Generation = next, next
 		if rec.Applied {
-			return false, nil
+			return false, true, nil
 		}
 	}
 	// Apply rec's start to the shards it covers that are still listed. Each
@@ -452,11 +479,11 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 		row, hasRow := rows[id]
 		st, err := startFor(rec, sub, s, row, hasRow)
 		if err != nil {
-			return n > 0, err
+			return n > 0, false, err
 		}
 		changed, err := c.store.SetStart(ctx, stream, id, st)
 		if err != nil {
-			return n > 0, fmt.Errorf("record start position on %s: %w", id, err)
+			return n > 0, false, fmt.Errorf("record start position on %s: %w", id, err)
 		}
 		if changed {
 			n++
@@ -464,12 +491,15 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	}
 	res.StartRecorded = n > 0
 	rec.Applied = true
-	if err := c.store.PutGeneration(ctx, stream, rec, rec.Order); err != nil && !errors.Is(err, lease.ErrChanged) {
-		return n > 0, fmt.Errorf("mark generation applied: %w", err)
+	if err := c.store.PutGeneration(ctx, stream, rec, rec.Order); err != nil {
+		if errors.Is(err, lease.ErrChanged) { // a newer generation is being recorded over these rows
+			return n > 0, false, nil
+		}
+		return n > 0, false, fmt.Errorf("mark generation applied: %w", err)
 	}
 	res.Generation = rec
 	log.InfoContext(ctx, "generation applied", "generation", rec.ID, "order", rec.Order, "start", rec.Start, "rows", n)
-	return n > 0, nil
+	return n > 0, true, nil
 }
 
 // cleanup removes rows that no listed shard needs, once nobody holds them

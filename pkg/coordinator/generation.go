@@ -44,7 +44,12 @@ func generationID(sub Subscription) string {
 // stepFor decides the generation step of a pass from the stream's record
 // (found false when there is none) and the stream's current incarnation.
 //
-//   - No record, or one of an earlier incarnation of the stream: begin.
+//   - No record, or one of an earlier incarnation of the stream: begin,
+//     unless that record lists this configuration as superseded: the order
+//     of configurations outlives the stream, so a coordinator of an older
+//     deploy that is still running when the stream is created again does
+//     not begin the new incarnation with its start (and supersede the
+//     configuration deployed since).
 //   - The record is this configuration's: finish it if not yet applied.
 //   - Without a configured start, never begin over a record: follow it.
 //   - A configuration the record has superseded is older: stale.
@@ -56,6 +61,9 @@ func stepFor(rec lease.Generation, found bool, sub Subscription, incarnation int
 	sameIncarnation := found && (rec.Incarnation == 0 || incarnation == 0 || rec.Incarnation == incarnation)
 	switch {
 	case !sameIncarnation:
+		if found && rec.Supersedes(id) {
+			return genStale
+		}
 		return genBegin
 	case rec.ID == id:
 		if rec.Applied {
@@ -111,16 +119,19 @@ func newGeneration(prev lease.Generation, found bool, sub Subscription, listing 
 // of its configured start:
 //
 //   - none (the default generation): only on a shard without a row, open at
-//     the pinned tip, or read to its end if it is closed;
-//   - latest: open shards at the pinned tip, overriding their checkpoints;
-//     closed shards read to their end (they hold nothing newer). This is how
-//     "already closed when the generation started" is recorded, never
-//     inferred later;
+//     the pinned tip;
+//   - latest: every shard at the pinned tip, overriding its checkpoint. A
+//     closed shard too: the tip is pinned a second before Kinesis's time
+//     and the shards are listed after it, so a shard closed in between
+//     holds records newer than the tip; it is read from the tip to its end
+//     (at once when there are none), and one already read to its end is
+//     not read again;
 //   - horizon or a timestamp: every shard at the start, its checkpoint
 //     (SHARD_END included) cleared, so closed shards still in retention are
 //     read again, parents before children;
 //   - sequence: the named shard at that record; every other shard keeps its
-//     checkpoint, and one without a row opens at the pinned tip.
+//     checkpoint, and one without a row opens at the pinned tip (closed or
+//     not).
 //
 // A row of an earlier incarnation of the stream (row, when hasRow) is
 // replaced as new.
@@ -128,7 +139,7 @@ func startFor(g lease.Generation, sub Subscription, s shards.Shard, row lease.Le
 	st := lease.Start{Position: g.Start, Generation: g.ID, Order: g.Order, Incarnation: g.Incarnation}
 	st.Fresh = hasRow && g.Incarnation != 0 && row.Incarnation != 0 && row.Incarnation != g.Incarnation
 	if sub.Start == "" {
-		st.Position, st.IfAbsent, st.Finished = g.Tip, true, s.Closed()
+		st.Position, st.IfAbsent = g.Tip, true
 		return st, nil
 	}
 	p, err := reader.ParsePosition(sub.Start)
@@ -136,13 +147,11 @@ func startFor(g lease.Generation, sub Subscription, s shards.Shard, row lease.Le
 		return st, err
 	}
 	switch p.Kind {
-	case reader.Latest:
-		st.Finished = s.Closed()
 	case reader.Horizon, reader.Timestamp:
 		st.ClearCheckpoint = true
 	case reader.Sequence:
 		if p.ShardID != s.ID {
-			st.Position, st.IfAbsent, st.Finished = g.Tip, true, s.Closed()
+			st.Position, st.IfAbsent = g.Tip, true
 		}
 	}
 	return st, nil

@@ -38,6 +38,11 @@ func TestStepFor(t *testing.T) {
 		{"RecordOfAnEarlierIncarnationBeginsAgain", rec("gh", true, 5), true, horizon, 7, genBegin},
 		{"RecordOfAnEarlierIncarnationBeginsTheDefault", rec("gh", true, 5), true, none, 7, genBegin},
 		{"UnknownIncarnationTrustsTheRecord", rec("gh", true, 0), true, horizon, 7, genFollow},
+		// An old deploy's coordinator still running when the stream is
+		// created again must not begin it with its superseded start.
+		{"SupersededConfigurationStaysStaleOnANewIncarnation", rec("gl", true, 5, "gh"), true, horizon, 7, genStale},
+		{"SupersededDefaultStaysStaleOnANewIncarnation", rec("gh", true, 5, lease.DefaultGeneration), true, none, 7, genStale},
+		{"CurrentConfigurationBeginsTheNewIncarnation", rec("gl", true, 5, "gh"), true, latest, 7, genBegin},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -77,13 +82,14 @@ func TestStartFor(t *testing.T) {
 		want  lease.Start
 	}{
 		{"DefaultOpenShardAtTheTipIfAbsent", "", open, lease.Start{Position: "timestamp:5", IfAbsent: true}},
-		{"DefaultClosedShardReadIfAbsent", "", closed, lease.Start{Position: "timestamp:5", IfAbsent: true, Finished: true}},
+		{"DefaultClosedShardFromTheTipIfAbsent", "", closed, lease.Start{Position: "timestamp:5", IfAbsent: true}},
 		{"LatestOpenShardOverridesItsCheckpoint", "latest", open, lease.Start{Position: "horizon"}},
-		{"LatestClosedShardIsRecordedRead", "latest", closed, lease.Start{Position: "horizon", Finished: true}},
+		// A shard closed between the tip and the listing holds newer records.
+		{"LatestClosedShardIsReadFromTheTip", "latest", closed, lease.Start{Position: "horizon"}},
 		{"HorizonReadsClosedShardsAgain", "horizon", closed, lease.Start{Position: "horizon", ClearCheckpoint: true}},
 		{"TimestampReadsClosedShardsAgain", "timestamp:1", closed, lease.Start{Position: "horizon", ClearCheckpoint: true}},
 		{"SequenceOnItsShard", "sequence:a:42", open, lease.Start{Position: "horizon"}},
-		{"SequenceLeavesOtherShardsAtTheTipIfAbsent", "sequence:a:42", closed, lease.Start{Position: "timestamp:5", IfAbsent: true, Finished: true}},
+		{"SequenceLeavesOtherShardsAtTheTipIfAbsent", "sequence:a:42", closed, lease.Start{Position: "timestamp:5", IfAbsent: true}},
 	}
 	stale, err := startFor(g, Subscription{Start: "latest"}, open, lease.Lease{Incarnation: 6, Checkpoint: "9"}, true)
 	if err != nil || !stale.Fresh {

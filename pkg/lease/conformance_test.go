@@ -443,6 +443,56 @@ var conformanceCases = []struct {
 			t.Fatalf("after release = %+v", got)
 		}
 	}},
+	{"RecordedStartInvalidatesTheCounterSeen", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A coordinator that saw a row of an earlier incarnation released
+		// must not delete it once another coordinator recorded the new
+		// incarnation's start on it, nor take it over on what it saw.
+		noErr(t)(s.Take(ctx, stream, "s1", "A", lease.WithIncarnation(100)))
+		must(t, s.Release(ctx, stream, "s1", "A"))
+		seen, _ := s.Get(ctx, stream, "s1")
+		changed, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, Incarnation: 200, Fresh: true})
+		must(t, err)
+		if !changed {
+			t.Fatal("SetStart over a row of an earlier incarnation changed nothing")
+		}
+		if err := s.Delete(ctx, stream, "s1", seen.Counter); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("delete with the counter seen before the start: err = %v, want ErrHeld", err)
+		}
+		if got, err := s.Get(ctx, stream, "s1"); err != nil || got.Start != "horizon" || got.Counter <= seen.Counter {
+			t.Fatalf("row = %+v, %v, want the new start kept and a higher counter than %d", got, err, seen.Counter)
+		}
+		// Likewise a reset, and a take conditional on the old counter.
+		noErr(t)(s.Take(ctx, stream, "s2", "A"))
+		seen, _ = s.Get(ctx, stream, "s2")
+		noErr(t)(s.Reset(ctx, stream, "s2", "horizon", true))
+		if _, err := s.Take(ctx, stream, "s2", "B", lease.IfCounter(seen.Counter)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take with the counter seen before a reset: err = %v, want ErrHeld", err)
+		}
+	}},
+	{"RevokedChildIsNotTakenBackByItsLoop", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A new start on a child may come with its parent opened again
+		// (a horizon generation): the child's loop must not take it back
+		// and read it before the parent; a coordinator takes it, once it
+		// lapsed, after the parent is read to its end.
+		noErr(t)(s.Take(ctx, stream, "child", "loop", lease.WithParents("parent")))
+		noErr(t)(s.Take(ctx, stream, "child", "loop/r1", lease.WithOwnerFamily("loop")))
+		_, err := s.SetStart(ctx, stream, "child", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		if _, err := s.Take(ctx, stream, "child", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a revoked child by its loop's next run: err = %v, want ErrHeld", err)
+		}
+		if _, err := s.Take(ctx, stream, "child", "loop/r1"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a revoked child by its holder: err = %v, want ErrHeld", err)
+		}
+		got, _ := s.Get(ctx, stream, "child")
+		l, err := s.Take(ctx, stream, "child", "other", lease.IfCounter(got.Counter))
+		must(t, err)
+		if l.Revoked || l.Owner != "other" {
+			t.Fatalf("take of the lapsed revoked child = %+v, want it taken and no longer revoked", l)
+		}
+		// Not revoked, the child's loop takes it back as before.
+		noErr(t)(s.Take(ctx, stream, "child", "other/r1", lease.WithOwnerFamily("other")))
+	}},
 	{"RenewCheckpointIsOneWriteOfBothByTheOwnerOnly", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		rc, ok := s.(lease.RenewCheckpointer)
 		if !ok {
@@ -470,6 +520,27 @@ var conformanceCases = []struct {
 		}
 		if row, _ := s.Get(ctx, stream, "s1"); row.Checkpoint != "77" {
 			t.Fatalf("row %+v after refused writes, want checkpoint 77", row)
+		}
+	}},
+	{"TakeUnchangedOnlyOnTheRowItRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A coordinator's take is conditional on the counter its decision
+		// read: 0 for a shard without a row.
+		noErr(t)(s.Take(ctx, stream, "s1", "A", lease.Unchanged(0)))
+		if _, err := s.Take(ctx, stream, "s1", "B", lease.Unchanged(0)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row that exists with Unchanged(0): err = %v, want ErrHeld", err)
+		}
+		must(t, s.Release(ctx, stream, "s1", "A"))
+		seen, _ := s.Get(ctx, stream, "s1")
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		if _, err := s.Take(ctx, stream, "s1", "B", lease.Unchanged(seen.Counter)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a free row whose start changed since it was read: err = %v, want ErrHeld", err)
+		}
+		now, _ := s.Get(ctx, stream, "s1")
+		l, err := s.Take(ctx, stream, "s1", "B", lease.Unchanged(now.Counter))
+		must(t, err)
+		if l.Owner != "B" || l.Start != "horizon" {
+			t.Fatalf("take on the row as read = %+v", l)
 		}
 	}},
 	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {

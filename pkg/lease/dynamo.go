@@ -240,16 +240,23 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	}
 	o := applyTake(opts)
 	now := s.opts.Clock()
-	cond := expression.Or(
-		expression.AttributeNotExists(expression.Name(attrOwner)),
-		heldBy(owner),
-	)
+	// The row's holder (or its loop) may take it back, unless it is a
+	// revoked child: a new start may have opened a parent again, and only
+	// a coordinator checks the parents (see Lease.Revoked).
+	mine := heldBy(owner)
 	if o.family != "" {
-		cond = expression.Or(cond, heldBy(o.family),
+		mine = expression.Or(mine, heldBy(o.family),
 			expression.Name(attrOwner).BeginsWith(o.family+RunSeparator))
 	}
+	mine = expression.And(mine, expression.Or(
+		expression.AttributeNotExists(expression.Name(attrRevoked)),
+		expression.AttributeNotExists(expression.Name(attrParents))))
+	cond := expression.Or(expression.AttributeNotExists(expression.Name(attrOwner)), mine)
 	if o.ifCounter {
 		cond = expression.Or(cond, counterIs(o.counter))
+	}
+	if o.ifUnchanged {
+		cond = expression.And(cond, counterIs(o.unchanged))
 	}
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
 		Remove(expression.Name(attrRevoked)).
@@ -518,7 +525,8 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 		Set(expression.Name(attrStart), expression.Value(st.Position)).
 		Set(expression.Name(attrGeneration), expression.Value(st.Generation)).
 		Set(expression.Name(attrGenOrder), expression.Value(st.Order)).
-		Set(expression.Name(attrStartApplied), expression.Value(st.Finished))
+		Set(expression.Name(attrStartApplied), expression.Value(st.Finished)).
+		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = revoke(upd)
 	if st.Incarnation != 0 {
 		upd = upd.Set(expression.Name(attrIncarnation), expression.Value(st.Incarnation))
@@ -645,7 +653,8 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 		cond = cond.And(expression.AttributeNotExists(expression.Name(attrOwner)))
 	}
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
-		Set(expression.Name(attrStartApplied), expression.Value(false))
+		Set(expression.Name(attrStartApplied), expression.Value(false)).
+		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = revoke(upd)
 	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllNew)
 	var ce *ConflictError

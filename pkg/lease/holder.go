@@ -90,6 +90,13 @@ type Holder struct {
 	timer    *time.Timer // fires at the deadline
 	settled  string      // the last checkpoint Settle recorded
 	written  string      // the last checkpoint known to be on the row
+
+	// writing holds a token while a write is on its way to the store: the
+	// holder's writes land in the order they were sent, so a slow renewal
+	// carrying an older checkpoint cannot land after a newer checkpoint (or
+	// SHARD_END) and move the row back. A channel, so a wait gives up with
+	// its context.
+	writing chan struct{}
 }
 
 // Hold takes the lease for o.Owner with opts and returns its Holder, with
@@ -105,7 +112,7 @@ func Hold(ctx context.Context, o HolderOptions, opts ...TakeOption) (*Holder, Le
 	if err != nil {
 		return nil, Lease{}, err
 	}
-	h := &Holder{o: o}
+	h := &Holder{o: o, writing: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -198,9 +205,8 @@ func (h *Holder) KeepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sent := h.o.Clock()
 		callCtx, cancel := context.WithTimeout(h.ctx, h.o.RenewInterval)
-		seq, err := h.renew(callCtx)
+		sent, seq, err := h.renew(callCtx)
 		cancel()
 		switch {
 		case err == nil:
@@ -226,9 +232,14 @@ func (h *Holder) KeepAlive(ctx context.Context) {
 }
 
 // renew sends one renewal, carrying the settled checkpoint when one waits
-// and the store can write both at once (a RenewCheckpointer); it returns the
-// checkpoint it wrote, if any.
-func (h *Holder) renew(ctx context.Context) (string, error) {
+// and the store can write both at once (a RenewCheckpointer); it returns
+// when it was sent and the checkpoint it wrote, if any.
+func (h *Holder) renew(ctx context.Context) (time.Time, string, error) {
+	if err := h.lockWrite(ctx); err != nil {
+		return time.Time{}, "", err
+	}
+	defer h.unlockWrite()
+	sent := h.o.Clock()
 	h.mu.Lock()
 	seq := h.settled
 	if seq == h.written {
@@ -237,20 +248,37 @@ func (h *Holder) renew(ctx context.Context) (string, error) {
 	h.mu.Unlock()
 	if rc, ok := h.o.Store.(RenewCheckpointer); ok && seq != "" {
 		_, err := rc.RenewCheckpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq, nil)
-		return seq, err
+		return sent, seq, err
 	}
 	_, err := h.o.Store.Renew(ctx, h.o.Stream, h.o.ShardID, h.o.Owner)
-	return "", err
+	return sent, "", err
 }
+
+func (h *Holder) lockWrite(ctx context.Context) error {
+	select {
+	case h.writing <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (h *Holder) unlockWrite() { <-h.writing }
 
 // Checkpoint writes seq while the lease is valid. A refusal (ErrNotOwner)
 // loses the lease; past the deadline nothing is written and the error
 // matches ErrLapsed.
 func (h *Holder) Checkpoint(ctx context.Context, seq string) (Lease, error) {
-	l, err := h.write(func() (Lease, error) { return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq) })
+	h.mu.Lock()
+	before := h.settled
+	h.mu.Unlock()
+	l, err := h.write(ctx, func() (Lease, error) { return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq) })
 	if err == nil {
 		h.mu.Lock()
-		h.written, h.settled = seq, seq
+		h.written = seq
+		if h.settled == before { // else a Settle during the write is newer
+			h.settled = seq
+		}
 		h.mu.Unlock()
 	}
 	return l, err
@@ -310,10 +338,14 @@ func (h *Holder) Flush(ctx context.Context) error {
 // Pin records where the holder opened the shard at its tip (Store.Pin),
 // under the same rules as Checkpoint.
 func (h *Holder) Pin(ctx context.Context, start string) (Lease, error) {
-	return h.write(func() (Lease, error) { return h.o.Store.Pin(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, start) })
+	return h.write(ctx, func() (Lease, error) { return h.o.Store.Pin(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, start) })
 }
 
-func (h *Holder) write(do func() (Lease, error)) (Lease, error) {
+func (h *Holder) write(ctx context.Context, do func() (Lease, error)) (Lease, error) {
+	if err := h.lockWrite(ctx); err != nil {
+		return Lease{}, err
+	}
+	defer h.unlockWrite()
 	if err := h.Valid(); err != nil {
 		return Lease{}, err
 	}
@@ -328,6 +360,11 @@ func (h *Holder) write(do func() (Lease, error)) (Lease, error) {
 // release is conditional on the owner, so it cannot free another's lease)
 // and ends the holder; later writes fail.
 func (h *Holder) Release(ctx context.Context) error {
+	if err := h.lockWrite(ctx); err != nil {
+		h.lose(errReleased)
+		return err
+	}
+	defer h.unlockWrite()
 	err := h.o.Store.Release(ctx, h.o.Stream, h.o.ShardID, h.o.Owner)
 	h.lose(errReleased)
 	return err

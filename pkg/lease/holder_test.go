@@ -328,3 +328,42 @@ func TestHolder_SettledCheckpointsRideOnTheRenewals(t *testing.T) {
 		}
 	})
 }
+
+// slowRenewCheckpointStore holds every renewal that carries a checkpoint
+// for delay before it writes.
+type slowRenewCheckpointStore struct {
+	lease.Store
+	delay time.Duration
+}
+
+func (s *slowRenewCheckpointStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
+	if err := sleepCtx(ctx, s.delay); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.(lease.RenewCheckpointer).RenewCheckpoint(ctx, stream, shardID, owner, seq, lag)
+}
+
+// TestHolder_SlowRenewalCannotMoveTheCheckpointBack: a renewal carrying
+// checkpoint 10 is slow to land; meanwhile the run settles 20 and
+// flushes it (its end, or SHARD_END). The flush waits for the renewal, so
+// the row ends at 20, never back at 10 (which would deliver again, and
+// after a SHARD_END reopen a parent whose children are being read).
+func TestHolder_SlowRenewalCannotMoveTheCheckpointBack(t *testing.T) {
+	for _, last := range []string{"20", lease.ShardEnd} {
+		t.Run(last, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memStore(t)
+				h := newHolder(t, &slowRenewCheckpointStore{Store: mem, delay: 2 * time.Second}, time.Now)
+				go h.KeepAlive(t.Context())
+				h.Settle("10")
+				time.Sleep(lease.DefaultRenewInterval + time.Second) // the renewal with 10 is on its way
+				h.Settle(last)
+				must(t, h.Flush(t.Context()))
+				time.Sleep(1500 * time.Millisecond) // the slow renewal landed; the next is not due
+				if row, _ := mem.Get(t.Context(), stream, "s1"); row.Checkpoint != last {
+					t.Fatalf("row checkpoint %q after a slow renewal and a flush of %s, want %s", row.Checkpoint, last, last)
+				}
+			})
+		})
+	}
+}

@@ -44,16 +44,22 @@ type Lease struct {
 	// the holder's clock. It is for operators (shardloop status); no
 	// decision reads it, because hosts' clocks disagree.
 	Expiry time.Time
-	// Counter goes up on every take and renew; it never goes down. A lease
-	// whose counter a taker has seen unchanged for a lease duration has
-	// lapsed (see Observer and IfCounter).
+	// Counter goes up on every take and renew, and when a start is
+	// recorded (SetStart, Reset); it never goes down. A lease whose counter
+	// a taker has seen unchanged for a lease duration has lapsed (see
+	// Observer and IfCounter); a take or delete conditional on a counter
+	// seen before a start was recorded fails, so a row is never deleted
+	// or taken over on what it said before its new start.
 	Counter int64
 	// Revoked is set when a new start (a generation, a reset) was recorded
 	// under a holder: the holder may no longer renew, checkpoint or pin, so it
 	// stops at its next renewal; the row is taken by another owner only once a
 	// taker has seen its counter stand still for a lease duration (so the
 	// holder's deadline has passed), or at once by the next run of the same
-	// loop. A take clears it.
+	// loop, unless the shard has parents: the new start may have opened a
+	// parent again, so only a coordinator, which opens a child only after
+	// every parent is read to its end, takes a revoked child. A take clears
+	// it.
 	Revoked bool
 	// Checkpoint is the sequence number of the last record settled, ShardEnd,
 	// or empty when nothing has been checkpointed.
@@ -189,8 +195,9 @@ type Start struct {
 	Order      int64
 	// Incarnation of the stream the row belongs to (Lease.Incarnation).
 	Incarnation int64
-	// Finished records the shard as read to its end (a shard already closed
-	// when a generation started at the tip holds nothing newer).
+	// Finished records the shard as read to its end. (The coordinator no
+	// longer uses it: a shard closed when a generation starts at the tip
+	// may hold records newer than the tip, so it is read from there.)
 	Finished bool
 	// ClearCheckpoint removes the checkpoint, SHARD_END included, so a shard
 	// read to its end is read again from Position (a horizon or timestamp
@@ -341,6 +348,8 @@ type takeOptions struct {
 	family      string
 	counter     int64
 	ifCounter   bool
+	unchanged   int64
+	ifUnchanged bool
 	incarnation int64
 }
 
@@ -353,7 +362,8 @@ const RunSeparator = "/"
 // takes each run's lease under a fresh run owner in the family of the loop's
 // owner: the run takes over from the loop's previous run, and a previous
 // run still going (a retried invocation that overlaps the first) finds its
-// next renew or checkpoint refused and stops.
+// next renew or checkpoint refused and stops. It does not apply to a
+// revoked row of a shard with parents (see Lease.Revoked).
 func WithOwnerFamily(family string) TakeOption {
 	return func(o *takeOptions) { o.family = family }
 }
@@ -364,6 +374,15 @@ func WithOwnerFamily(family string) TakeOption {
 // between the two hosts' clocks.
 func IfCounter(counter int64) TakeOption {
 	return func(o *takeOptions) { o.counter, o.ifCounter = counter, true }
+}
+
+// Unchanged makes a take conditional on the row's counter being still
+// counter (0: no row yet), whatever else allows it: a coordinator takes a
+// shard only on the row its decision read, so a start another coordinator
+// recorded in between (which bumps the counter, and may have re-opened the
+// shard's parents) makes the take fail with ErrHeld, to be decided again.
+func Unchanged(counter int64) TakeOption {
+	return func(o *takeOptions) { o.unchanged, o.ifUnchanged = counter, true }
 }
 
 // WithIncarnation records the stream incarnation (Lease.Incarnation) on

@@ -47,9 +47,17 @@ func cloneGeneration(g Generation) Generation {
 	return g
 }
 
-// takeable reports whether a take by owner with o may have row l.
+// takeable reports whether a take by owner with o may have row l. A
+// revoked child is not taken by its holder's loop: the new start may have
+// opened a parent again, and only a coordinator checks the parents.
 func (o takeOptions) takeable(l Lease, owner string) bool {
-	return l.Owner == "" || l.Owner == owner || o.inFamily(l.Owner) || (o.ifCounter && l.Counter == o.counter)
+	if l.Owner == "" || (o.ifCounter && l.Counter == o.counter) {
+		return true
+	}
+	if l.Revoked && len(l.ParentShardIDs) > 0 {
+		return false
+	}
+	return l.Owner == owner || o.inFamily(l.Owner)
 }
 
 // Take implements Store.
@@ -66,7 +74,7 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	now := m.opts.Clock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if ok && !o.takeable(l, owner) {
+	if (ok && !o.takeable(l, owner)) || (o.ifUnchanged && l.Counter != o.unchanged) {
 		cur := clone(l)
 		return Lease{}, &ConflictError{Op: "take", Key: key, Owner: owner, Current: &cur, Err: ErrHeld}
 	}
@@ -274,6 +282,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 		l = Lease{Stream: stream, ShardID: shardID}
 	}
 	l.Start, l.Generation, l.GenerationOrder, l.StartApplied = st.Position, st.Generation, st.Order, false
+	l.Counter++
 	if st.Incarnation != 0 {
 		l.Incarnation = st.Incarnation
 	}
@@ -366,6 +375,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 	}
 	l.Start, l.StartApplied = start, false
 	l.Revoked = l.Owner != ""
+	l.Counter++
 	m.rows[key] = l
 	return clone(l), nil
 }

@@ -1,0 +1,919 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
+)
+
+// The checker holds what the world knows for sure (every record written,
+// with its shard, sequence number and arrival time; every generation
+// recorded; every lease write made; every delivery the target saw) and
+// checks the invariants against it, as they happen where it can and at
+// the end of the world for the rest:
+//
+//   - every record owed is settled (or given up under the policy and sent
+//     to the destination);
+//   - per key, the first deliveries of its records, within the epoch that
+//     owes them, follow write order;
+//   - no two loop owners deliver one shard at overlapping times;
+//   - a shard's checkpoint never moves backwards within a generation, and
+//     never passes a record owed and not settled;
+//   - SHARD_END is written only on a closed shard whose records owed are
+//     all settled;
+//   - a child's first delivery of an epoch comes after every parent's
+//     SHARD_END.
+//
+// What is owed follows from the configuration, not from what the code
+// under test decided: each generation record (as written to the lease
+// table) says, per shard it lists, which records the start owes (all of
+// them for horizon; those that arrived at or after a timestamp, or after
+// a latest start's pin, read from the record; those from the named record
+// of a sequence start; for a shard without a row, under the default
+// generation or on the shards a sequence start does not name: what arrived
+// after the generation's pinned tip). A shard created after the last
+// generation (a child) owes every record. A stream deleted owes nothing
+// more of that incarnation (the world waits for it to drain first, and
+// flags it if it does not).
+//
+// Epochs: a row's epoch ends whenever a start is recorded on it (SetStart)
+// or it is deleted. A loop's run belongs to the epoch in which it took the
+// row; what a run of an earlier epoch still delivers (a revoked holder
+// before its next renewal) does not count for the later epoch.
+type checker struct {
+	tr *tracer
+
+	mu    sync.Mutex
+	ev    uint64 // orders deliveries and lease writes
+	incs  map[int64]int
+	cur   int
+	gone  map[int]time.Time // incarnations deleted
+	bySeq map[string]*rec
+	sh    map[shardKey]*shardState
+	keys  map[keyKey][]*rec
+	low   map[lowKey]int            // per key and generation, the lowest record number not settled and owed
+	bad   map[keyKey]bool           // keys whose order broke (reported once)
+	rules map[int64]map[string]rule // by generation order, per shard id
+	// ruleInc is the incarnation of each generation order's rules; maxOrder
+	// each incarnation's latest generation.
+	ruleInc  map[int64]int
+	maxOrder map[int]int64
+	gens     []lease.Generation
+	runs     map[string]runTake // run key "|" inc/shard -> its take
+	// early are the loops a coordinator started on a shard whose
+	// generation's start had not reached the row yet (bug B1).
+	early map[string]bool
+
+	violations []Violation
+	stats      Stats
+}
+
+type shardKey struct {
+	inc int
+	id  string
+}
+
+func (k shardKey) String() string { return strconv.Itoa(k.inc) + "/" + k.id }
+
+type keyKey struct{ inc, key int }
+
+type lowKey struct {
+	keyKey
+	order int64
+}
+
+// rec is one record written.
+type rec struct {
+	inc, key, n int
+	shard       *shardState
+	idx         int
+	seq         string
+	arrival     time.Time // on the millisecond grain, as Kinesis stamps it
+	settles     []settle
+}
+
+// settle is one settled delivery (or give-up) of a record.
+type settle struct {
+	ev      uint64
+	at      time.Time
+	epoch   int
+	givenUp bool
+}
+
+// shardState is what the checker knows of one shard of one incarnation.
+type shardState struct {
+	key     shardKey
+	parents []string
+	closed  bool
+	recs    []*rec
+
+	// cfg is what the configuration owes (the last generation covering the
+	// shard); nil: everything (a child). cfgEpoch is the epoch from which
+	// deliveries count for it.
+	cfg      *rule
+	cfgEpoch int
+	// row is the rule the row was last reset under (nil: cfg's), the one
+	// checkpoints are checked against.
+	row *rule
+	// pin is the rule of a root shard no generation covered, from its
+	// first pin (see pinned).
+	pin *rule
+
+	epoch    int
+	applied  int64 // order of the last generation whose start reached the row
+	created  int64 // the incarnation's latest generation when the shard appeared
+	bug      string
+	lastCkpt int // index of the last checkpoint in this epoch; -1 none
+	// pendingBy is, per loop, the highest checkpoint it wrote or tried to
+	// write this epoch (heard written, failed, or its answer lost): a run
+	// of the loop that delivers at or behind it again (the same run, or one
+	// that took the row later) reopened behind its own position.
+	pendingBy map[string]position
+	endEpoch  int // epoch of the last SHARD_END; -1 none
+	verified  int // records [0, verified) checked settled in this epoch
+	first     map[int]bool
+
+	delivs []interval
+}
+
+// rule says which records of a shard a start owes.
+type rule struct {
+	order int64
+	kind  ruleKind
+	at    time.Time // fromArrival
+	idx   int       // fromSeq: the index of the record named in its shard, -1 unknown
+	desc  string
+}
+
+type ruleKind uint8
+
+const (
+	owesAll ruleKind = iota
+	owesFromArrival
+	owesFromSeq
+)
+
+func (r *rule) owes(x *rec) bool {
+	if r == nil {
+		return true
+	}
+	switch r.kind {
+	case owesFromArrival:
+		return !x.arrival.Before(r.at)
+	case owesFromSeq:
+		return r.idx < 0 || x.idx >= r.idx
+	}
+	return true
+}
+
+// interval is one delivery call.
+type interval struct {
+	owner      string
+	start, end time.Time
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	At    time.Duration
+	Shard string // "<incarnation>/<shard id>", or "" for the world
+	What  string
+	// Bug names the known bug (see KnownBugs) the violation is, or follows
+	// from: it happened on a shard the bug struck first. Empty when none.
+	Bug string
+}
+
+func (v Violation) String() string {
+	sh := v.Shard
+	if sh == "" {
+		sh = "world"
+	}
+	s := fmt.Sprintf("%s %s: %s", fmtDur(v.At), sh, v.What)
+	if v.Bug != "" {
+		s += " [known bug " + v.Bug + "]"
+	}
+	return s
+}
+
+// position is a checkpoint a loop wrote or tried to write: the record's
+// index, the run that wrote it, when.
+type position struct {
+	idx int
+	run string
+	at  time.Time
+}
+
+// runTake is what the checker keeps of a run's take of a row.
+type runTake struct {
+	at      time.Time
+	epoch   int
+	parents bool  // every parent was read to its end (in its epoch) then
+	order   int64 // the generation the run reads under
+	pending bool  // the shard's generation had not reached the row
+}
+
+// Stats count what a world did.
+type Stats struct {
+	Produced, Settled, Duplicates, GivenUp int
+	Deliveries, Takes, Checkpoints         int
+	Generations                            int
+}
+
+func newChecker(tr *tracer) *checker {
+	return &checker{
+		tr: tr, incs: map[int64]int{}, gone: map[int]time.Time{}, bySeq: map[string]*rec{},
+		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
+	}
+}
+
+// fail records a violation; the caller holds mu. It is attributed to the
+// known bug that struck the shard, if any.
+func (c *checker) fail(shard shardKey, format string, args ...any) {
+	bug := ""
+	if s := c.sh[shard]; s != nil {
+		bug = s.bug
+	}
+	c.failBug(shard, bug, format, args...)
+}
+
+func (c *checker) failBug(shard shardKey, bug, format string, args ...any) {
+	sh := ""
+	if shard.id != "" {
+		sh = shard.String()
+	}
+	v := Violation{At: time.Since(c.tr.began), Shard: sh, What: fmt.Sprintf(format, args...), Bug: bug}
+	c.violations = append(c.violations, v)
+	c.tr.add(sh, "CHECK", "VIOLATION: %s", v.What)
+}
+
+// incarnation registers a stream incarnation by its creation time.
+func (c *checker) incarnation(createdMs int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.incs[createdMs]; ok {
+		return n
+	}
+	c.cur = len(c.incs) + 1
+	c.incs[createdMs] = c.cur
+	return c.cur
+}
+
+func (c *checker) incOf(createdMs int64) int {
+	if n, ok := c.incs[createdMs]; ok && createdMs != 0 {
+		return n
+	}
+	return c.cur
+}
+
+// deleted notes that the current incarnation was deleted.
+func (c *checker) deleted(inc int) {
+	c.mu.Lock()
+	c.gone[inc] = time.Now()
+	c.mu.Unlock()
+}
+
+// shard returns (creating) a shard's state.
+func (c *checker) shard(k shardKey) *shardState {
+	s := c.sh[k]
+	if s == nil {
+		s = &shardState{key: k, lastCkpt: -1, endEpoch: -1, first: map[int]bool{}, created: c.maxOrder[k.inc]}
+		c.sh[k] = s
+	}
+	return s
+}
+
+// shardShape notes a shard of the stream as listed: its parents, whether
+// it is closed.
+func (c *checker) shardShape(inc int, id string, parents []string, closed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.shard(shardKey{inc, id})
+	if s.parents == nil {
+		s.parents = parents
+	}
+	s.closed = s.closed || closed
+}
+
+// produced registers a record Kinesis acknowledged.
+func (c *checker) produced(inc, key, n int, shardID, seq string, arrival time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.shard(shardKey{inc, shardID})
+	r := &rec{inc: inc, key: key, n: n, shard: s, idx: len(s.recs), seq: seq, arrival: arrival}
+	s.recs = append(s.recs, r)
+	c.bySeq[seq] = r
+	kk := keyKey{inc, key}
+	c.keys[kk] = append(c.keys[kk], r)
+	c.stats.Produced++
+}
+
+// runKey names a run for epochs: a Lambda invocation, or a local loop
+// (whose runs follow one another).
+func runKey(inv *invocation, owner string) string {
+	if inv != nil {
+		return "inv" + strconv.FormatInt(inv.id, 10)
+	}
+	return lease.LoopOwner(owner)
+}
+
+// took notes a take of a row by owner (under the store's lock).
+func (c *checker) took(run, owner string, row lease.Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
+	s := c.shard(k)
+	pending := s.cfg != nil && s.cfg.order > s.applied
+	// A run reads under the generation the row was last reset by; for a row
+	// no generation reached yet, under the one the shard was created under
+	// (or, for a loop its coordinator started while a generation was being
+	// applied, that generation).
+	order := s.applied
+	switch {
+	case order != 0:
+	case s.cfg != nil && (c.early[lease.LoopOwner(owner)] || pending && lease.LoopOwner(owner) == owner):
+		order = s.cfg.order // a loop started early (B1), under the generation being applied
+	default:
+		order = s.created
+	}
+	parents := true
+	for _, p := range s.parents {
+		ps := c.sh[shardKey{k.inc, p}]
+		parents = parents && ps != nil && ps.endEpoch >= 0 && ps.endEpoch == ps.epoch
+	}
+	c.runs[run+"|"+k.String()] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
+	if pending && lease.LoopOwner(owner) == owner {
+		c.early[owner] = true // a coordinator's take for a new loop
+	}
+	if !parents && lease.LoopOwner(owner) == owner && s.bug == "" {
+		// A coordinator took a child whose parents are not read to their
+		// end: it decided on rows read before a new start re-opened them.
+		s.bug = "B4"
+		c.tr.add(k.String(), owner, "BUG B4: a coordinator took the child while its parents %v are not read to their end", s.parents)
+	}
+	c.stats.Takes++
+}
+
+// rowAt is what a generation's coordinator found of a shard's row: whether
+// it had one of the generation's incarnation, and whether it was read to
+// its end.
+type rowAt struct{ existed, finished bool }
+
+// generation notes a generation record written, with the rows of the
+// shards it lists as they were then.
+func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, seen := c.rules[g.Order]; seen {
+		return // the same generation marked applied
+	}
+	c.gens = append(c.gens, g)
+	c.stats.Generations++
+	inc := c.incOf(g.Incarnation)
+	tip, tipOK := timestampOf(g.Tip)
+	rules := map[string]rule{}
+	for _, id := range g.Shards {
+		s := c.shard(shardKey{inc, id})
+		r, changes := c.ruleFor(g, id, rows[id], tip, tipOK, s)
+		if !changes {
+			continue
+		}
+		rules[id] = r
+		rr := r
+		s.cfg, s.cfgEpoch = &rr, s.epoch
+	}
+	c.rules[g.Order] = rules
+	c.ruleInc[g.Order] = inc
+	c.maxOrder[inc] = max(c.maxOrder[inc], g.Order)
+}
+
+// ruleAt is the rule shard s was under in generation order o: that of the
+// latest generation up to o that changed it; nil (every record) when none
+// did.
+func (c *checker) ruleAt(s *shardState, o int64) *rule {
+	for ; o > 0; o-- {
+		if c.ruleInc[o] != s.key.inc {
+			continue
+		}
+		if r, ok := c.rules[o][s.key.id]; ok {
+			return &r
+		}
+	}
+	return s.pin
+}
+
+// ruleFor is what generation g owes on shard id; changes is false when g
+// keeps the shard as it was (a row that exists, under the default
+// generation or a sequence start naming another shard).
+func (c *checker) ruleFor(g lease.Generation, id string, row rowAt, tip time.Time, tipOK bool, s *shardState) (rule, bool) {
+	fromTip := func(why string) (rule, bool) {
+		if row.existed {
+			// The row decides (its checkpoint, or where its reader pinned
+			// its opening; see pinned).
+			return rule{}, false
+		}
+		if !tipOK {
+			c.fail(s.key, "generation %d (%s) has no timestamp tip: %q", g.Order, g.ID, g.Tip)
+			return rule{order: g.Order, kind: owesAll, desc: why}, true
+		}
+		return rule{order: g.Order, kind: owesFromArrival, at: tip, desc: why + " from tip " + fmtTime(tip)}, true
+	}
+	if g.ID == lease.DefaultGeneration {
+		return fromTip("default generation")
+	}
+	p, err := reader.ParsePosition(g.Start)
+	if err != nil {
+		c.fail(s.key, "generation %d start %q does not parse: %v", g.Order, g.Start, err)
+		return rule{order: g.Order, kind: owesAll}, true
+	}
+	switch p.Kind {
+	case reader.Horizon:
+		return rule{order: g.Order, kind: owesAll, desc: "horizon"}, true
+	case reader.Timestamp:
+		return rule{order: g.Order, kind: owesFromArrival, at: p.At, desc: "from " + fmtTime(p.At)}, true
+	case reader.Sequence:
+		if p.ShardID == id {
+			if row.existed && row.finished {
+				return rule{}, false // a shard read to its end is not read again
+			}
+			idx := -1
+			if x := c.bySeq[p.Seq]; x != nil && x.shard == s {
+				idx = x.idx
+			}
+			return rule{order: g.Order, kind: owesFromSeq, idx: idx, desc: "from its record " + short(p.Seq)}, true
+		}
+		return fromTip("sequence start of another shard")
+	}
+	c.fail(s.key, "generation %d records start %q: a latest start is recorded pinned", g.Order, g.Start)
+	return rule{order: g.Order, kind: owesAll}, true
+}
+
+func timestampOf(pos string) (time.Time, bool) {
+	p, err := reader.ParsePosition(pos)
+	if err != nil || p.Kind != reader.Timestamp {
+		return time.Time{}, false
+	}
+	return p.At, true
+}
+
+// setStart notes a start recorded on a row (changed: it was written),
+// with the row as it is now.
+func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lease.Lease) {
+	if !changed {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := shardKey{c.incOf(st.Incarnation), shardID}
+	s := c.shard(k)
+	s.applied = max(s.applied, st.Order)
+	if !st.Finished && !st.ClearCheckpoint && !st.Fresh && row.Finished() {
+		// A start that keeps the checkpoint (latest, a sequence start) on a
+		// shard read to its end: it is not read again, and what it
+		// delivered stands.
+		return
+	}
+	c.reset(s)
+	if r, ok := c.rules[st.Order][shardID]; ok {
+		rr := r
+		s.row = &rr
+		if s.cfg != nil && s.cfg.order == r.order {
+			s.cfgEpoch = s.epoch
+		}
+	}
+	if st.Finished {
+		c.shardEnd(s, "generation "+st.Generation)
+	}
+}
+
+// reset starts a new epoch on a row.
+func (c *checker) reset(s *shardState) {
+	s.epoch++
+	s.lastCkpt, s.verified, s.pendingBy = -1, 0, nil
+}
+
+// pinned notes a reader's pin of where it opened a shard at its tip. On a
+// row no start reached, of a shard without parents (a stale configuration
+// reading a stream created again changes nothing; a loop started early,
+// bug B1), the first pin is where the row opens until a start reaches it:
+// its checkpoints are judged from it, and, when no generation covers the
+// shard, what it owes.
+func (c *checker) pinned(row lease.Lease, start string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.shard(shardKey{c.incOf(row.Incarnation), row.ShardID})
+	if s.row != nil || s.pin != nil || len(s.parents) > 0 {
+		return // a start reached the row, or it was pinned already, or a child
+	}
+	at, ok := timestampOf(start)
+	if !ok {
+		c.fail(s.key, "pinned %q, not a timestamp", start)
+		return
+	}
+	r := rule{kind: owesFromArrival, at: at, desc: "no start on its row: from its first pin " + fmtTime(at)}
+	s.pin = &r
+}
+
+// deletedRow notes a row deleted.
+func (c *checker) deletedRow(row lease.Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reset(c.shard(shardKey{c.incOf(row.Incarnation), row.ShardID}))
+}
+
+// settledUnder reports whether x was settled (or given up) in epoch e or
+// later.
+func settledUnder(x *rec, e int) bool {
+	for _, st := range x.settles {
+		if st.epoch >= e {
+			return true
+		}
+	}
+	return false
+}
+
+// checkpoint checks a checkpoint written on a row by owner in run (under
+// the store's lock).
+func (c *checker) checkpoint(run, owner string, row lease.Lease, seq string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ev++
+	c.stats.Checkpoints++
+	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
+	s := c.shard(k)
+	rl := rowRule(s)
+	if seq == lease.ShardEnd {
+		if !s.closed {
+			c.fail(k, "%s wrote SHARD_END on a shard that is not closed", c.tr.nameLocked(owner))
+		}
+		for _, x := range s.recs[s.verified:] {
+			if rl.owes(x) && !settledUnder(x, s.epoch) {
+				c.fail(k, "%s wrote SHARD_END while record %s (key %d #%d, owed: %s) is not settled in epoch %d", c.tr.nameLocked(owner), short(x.seq), x.key, x.n, rl.describe(), s.epoch)
+				break
+			}
+		}
+		s.verified = len(s.recs)
+		c.shardEnd(s, c.tr.nameLocked(owner))
+		return
+	}
+	x := c.bySeq[seq]
+	switch {
+	case x == nil:
+		c.fail(k, "%s checkpointed %s, which is no record written", c.tr.nameLocked(owner), seq)
+		return
+	case x.shard != s:
+		c.fail(k, "%s checkpointed %s, a record of shard %s", c.tr.nameLocked(owner), short(seq), x.shard.key)
+		return
+	}
+	if s.lastCkpt == len(s.recs) { // SHARD_END in this epoch
+		c.fail(k, "%s moved the checkpoint back from SHARD_END to %s within one generation", c.tr.nameLocked(owner), short(seq))
+	} else if x.idx < s.lastCkpt {
+		c.fail(k, "%s moved the checkpoint back from %s to %s within one generation", c.tr.nameLocked(owner), short(s.recs[s.lastCkpt].seq), short(seq))
+	}
+	s.lastCkpt = x.idx
+	c.pending(s, run, owner, x.idx)
+	for ; s.verified <= x.idx; s.verified++ {
+		y := s.recs[s.verified]
+		if rl.owes(y) && !settledUnder(y, s.epoch) {
+			c.fail(k, "%s checkpointed %s past record %s (key %d #%d, owed: %s), not settled in epoch %d", c.tr.nameLocked(owner), short(seq), short(y.seq), y.key, y.n, rl.describe(), s.epoch)
+			s.verified = x.idx + 1
+			break
+		}
+	}
+}
+
+// pending notes a checkpoint of record idx that owner's loop wrote or
+// tried to write.
+func (c *checker) pending(s *shardState, run, owner string, idx int) {
+	loop := lease.LoopOwner(owner)
+	if p, ok := s.pendingBy[loop]; !ok || p.idx < idx {
+		if s.pendingBy == nil {
+			s.pendingBy = map[string]position{}
+		}
+		s.pendingBy[loop] = position{idx: idx, run: run, at: time.Now()}
+	}
+}
+
+// checkpointFailed notes a checkpoint of seq that owner tried to write and
+// that failed before it was made.
+func (c *checker) checkpointFailed(run, owner, shardID, seq string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x := c.bySeq[seq]
+	if x == nil || x.shard.key.id != shardID {
+		return // SHARD_END, or not a record: nothing pending to track
+	}
+	c.pending(x.shard, run, owner, x.idx)
+}
+
+// shardEnd notes SHARD_END on s; the caller holds mu.
+func (c *checker) shardEnd(s *shardState, by string) {
+	s.endEpoch = s.epoch
+	s.lastCkpt = len(s.recs)
+	c.tr.add(s.key.String(), "", "SHARD_END by %s (epoch %d)", by, s.epoch)
+}
+
+func (r *rule) describe() string {
+	if r == nil {
+		return "every record (no generation covers the shard)"
+	}
+	return fmt.Sprintf("generation %d, %s", r.order, r.desc)
+}
+
+// delivery notes a call to the target for the records seqs of a shard, by
+// owner (the loop) in run, from start to now; settled are the first n
+// records the target settled.
+func (c *checker) delivery(owner, run, shardID string, seqs []string, start time.Time, n int) {
+	if len(seqs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	first := c.bySeq[seqs[0]]
+	if first == nil {
+		c.fail(shardKey{c.cur, shardID}, "%s delivered %s, which is no record written", c.tr.nameLocked(owner), seqs[0])
+		return
+	}
+	s := first.shard
+	c.stats.Deliveries++
+	s.delivs = append(s.delivs, interval{owner: owner, start: start, end: now})
+	take, known := c.runs[run+"|"+s.key.String()]
+	epoch := take.epoch
+	if !known {
+		c.fail(s.key, "%s delivered without having taken the row", c.tr.nameLocked(owner))
+	}
+	if known && take.pending && c.early[owner] && s.bug == "" {
+		// Not itself a broken promise (what it delivers may all be owed, or
+		// read again once the start lands), but every violation on the
+		// shard from now on is attributed to it.
+		s.bug = "B1"
+		c.tr.add(s.key.String(), owner, "BUG B1: delivers under generation %d before its start reached the row: its coordinator started the loop while the generation was being applied", s.cfg.order)
+	}
+	if known && epoch == s.epoch && !s.first[epoch] {
+		// The child's first delivery of the epoch: its run must have taken
+		// the row once every parent was read to its end.
+		s.first[epoch] = true
+		if !take.parents {
+			c.fail(s.key, "%s delivered the child's first batch of epoch %d, having taken it before its parents %v were read to their end", c.tr.nameLocked(owner), epoch, s.parents)
+		}
+	}
+	if p, ok := s.pendingBy[lease.LoopOwner(owner)]; ok && known && first.idx <= p.idx && (p.run == run || take.at.After(p.at)) && s.bug == "" {
+		// The loop reads again what it settled and checkpointed (or tried
+		// to): it reopened behind its own position. The reader does so after
+		// a checkpoint it did not hear written (B3).
+		s.bug = "B3"
+		c.tr.add(s.key.String(), owner, "BUG B3: reopened behind its own checkpoint %s: delivers %s again", short(s.recs[p.idx].seq), short(first.seq))
+	}
+	for i, seq := range seqs[:n] {
+		x := c.bySeq[seq]
+		if x == nil || x.shard != s {
+			c.fail(s.key, "%s delivered record %d as %s, which is not a record of this shard", c.tr.nameLocked(owner), i, seq)
+			continue
+		}
+		c.ev++
+		if len(x.settles) == 0 {
+			c.stats.Settled++
+			if known && epoch == s.epoch {
+				c.firstDelivery(x, owner, take.order)
+			}
+		} else {
+			c.stats.Duplicates++
+		}
+		x.settles = append(x.settles, settle{ev: c.ev, at: now, epoch: epoch})
+	}
+}
+
+// firstDelivery checks the first delivery ever of x, by a run of its
+// shard's current epoch reading under generation order: every earlier
+// record of its key that the same generation owes must have been settled
+// (or given up) already.
+func (c *checker) firstDelivery(x *rec, owner string, order int64) {
+	kk := keyKey{x.inc, x.key}
+	if c.bad[kk] {
+		return
+	}
+	xs := c.keys[kk]
+	// low moves past the records settled or not owed under order.
+	lk := lowKey{kk, order}
+	lo := c.low[lk]
+	for lo < len(xs) && (len(xs[lo].settles) > 0 || !c.ruleAt(xs[lo].shard, order).owes(xs[lo])) {
+		lo++
+	}
+	c.low[lk] = lo
+	if lo >= x.n {
+		return
+	}
+	for _, y := range xs[lo:x.n] {
+		if len(y.settles) > 0 {
+			continue
+		}
+		rl := c.ruleAt(y.shard, order)
+		if _, gone := c.gone[y.inc]; !gone && rl.owes(y) {
+			c.bad[kk] = true
+			c.failBug(x.shard.key, either(x.shard.bug, y.shard.bug), "%s delivered record %s (key %d #%d) for the first time before record %s (#%d, shard %s, owed: %s) was ever settled",
+				c.tr.nameLocked(owner), short(x.seq), x.key, x.n, short(y.seq), y.n, y.shard.key, rl.describe())
+			return
+		}
+	}
+}
+
+// givenUp notes a batch given up and accepted by the destination.
+func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit bool, ageLimit bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info := fr.KinesisBatchInfo
+	a, b := c.bySeq[info.StartSequenceNumber], c.bySeq[info.EndSequenceNumber]
+	if a == nil || b == nil || a.shard != b.shard || a.shard.key.id != info.ShardID {
+		c.fail(shardKey{c.cur, info.ShardID}, "%s gave up records %s to %s, which are not records of the shard", c.tr.nameLocked(owner), info.StartSequenceNumber, info.EndSequenceNumber)
+		return
+	}
+	s := a.shard
+	switch cond := fr.RequestContext.Condition; {
+	case cond == reader.ConditionRetryAttemptsExhausted && !retryLimit:
+		c.fail(s.key, "%s gave records up for %s with no retry limit set", c.tr.nameLocked(owner), cond)
+	case cond == reader.ConditionRecordAgeExceeded && !ageLimit:
+		c.fail(s.key, "%s gave records up for %s with no age limit set", c.tr.nameLocked(owner), cond)
+	}
+	epoch := c.runs[run+"|"+s.key.String()].epoch
+	for _, x := range s.recs[a.idx : b.idx+1] {
+		c.ev++
+		c.stats.GivenUp++
+		if len(x.settles) == 0 {
+			c.stats.Settled++
+		}
+		x.settles = append(x.settles, settle{ev: c.ev, at: time.Now(), epoch: epoch, givenUp: true})
+	}
+}
+
+// owedUnsettled lists the records owed and not settled in their epoch, of
+// incarnations not deleted (at most limit of them; all when limit < 0).
+func (c *checker) owedUnsettled(limit int) []*rec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owedUnsettledLocked(limit, func(int) bool { return true })
+}
+
+func (c *checker) owedUnsettledLocked(limit int, inc func(int) bool) []*rec {
+	var out []*rec
+	for _, s := range c.sh {
+		if _, gone := c.gone[s.key.inc]; gone || !inc(s.key.inc) {
+			continue
+		}
+		for _, x := range s.recs {
+			if cfgRule(s).owes(x) && !settledUnder(x, s.cfgEpoch) {
+				out = append(out, x)
+				if limit >= 0 && len(out) >= limit {
+					return out
+				}
+			}
+		}
+	}
+	return out
+}
+
+// drained reports whether every record owed of incarnation inc is settled.
+func (c *checker) drained(inc int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.owedUnsettledLocked(1, func(i int) bool { return i == inc })) == 0
+}
+
+// finish runs the end-of-world checks.
+func (c *checker) finish() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lost := c.owedUnsettledLocked(-1, func(int) bool { return true })
+	if len(lost) > 0 {
+		sort.Slice(lost, func(i, j int) bool {
+			if lost[i].shard.key != lost[j].shard.key {
+				return lost[i].shard.key.String() < lost[j].shard.key.String()
+			}
+			return lost[i].idx < lost[j].idx
+		})
+		byShard := map[shardKey][]*rec{}
+		var order []shardKey
+		for _, x := range lost {
+			if byShard[x.shard.key] == nil {
+				order = append(order, x.shard.key)
+			}
+			byShard[x.shard.key] = append(byShard[x.shard.key], x)
+		}
+		for _, k := range order {
+			xs := byShard[k]
+			s := c.sh[k]
+			x := xs[0]
+			c.fail(k, "%d records owed were never settled (%s), the first %s (key %d #%d, arrived %s, index %d of %d; %d settles in earlier epochs; epoch %d)",
+				len(xs), cfgRule(s).describe(), short(x.seq), x.key, x.n, fmtTime(x.arrival), x.idx, len(s.recs), len(x.settles), s.cfgEpoch)
+		}
+	}
+
+	// Per key, first deliveries in the epoch that owes them follow write
+	// order.
+	for kk, xs := range c.keys {
+		if _, gone := c.gone[kk.inc]; gone || c.bad[kk] {
+			continue
+		}
+		var prev *rec
+		var prevEv uint64
+		for _, x := range xs {
+			s := x.shard
+			if !cfgRule(s).owes(x) {
+				continue
+			}
+			ev := firstIn(x, s.cfgEpoch)
+			if ev == 0 {
+				continue
+			}
+			if prev != nil && ev < prevEv {
+				c.failBug(s.key, either(s.bug, prev.shard.bug), "key %d: record #%d (%s) first delivered before record #%d (%s, shard %s)", kk.key, x.n, short(x.seq), prev.n, short(prev.seq), prev.shard.key)
+				break
+			}
+			prev, prevEv = x, ev
+		}
+	}
+
+	// No two loop owners deliver a shard at overlapping times.
+	for k, s := range c.sh {
+		ds := slices.Clone(s.delivs)
+		sort.SliceStable(ds, func(i, j int) bool { return ds[i].start.Before(ds[j].start) })
+		ends := map[string]time.Time{}
+		for _, d := range ds {
+			for o, end := range ends {
+				if o != d.owner && end.After(d.start) {
+					c.fail(k, "%s delivered from %s while %s's delivery ran until %s", c.tr.nameLocked(d.owner), fmtTime(d.start), c.tr.nameLocked(o), fmtTime(end))
+				}
+			}
+			if d.end.After(ends[d.owner]) {
+				ends[d.owner] = d.end
+			}
+		}
+	}
+}
+
+// firstIn is the event of x's first settle in epoch e or later (0: none).
+// A record given up under the policy takes its place in its key's order
+// when it is given up, as the check at delivery time does: its disposition
+// is final then, and a delivery of it after a takeover (the row's
+// checkpoint behind it, as at-least-once allows) is a duplicate.
+func firstIn(x *rec, e int) uint64 {
+	for _, st := range x.settles {
+		if st.epoch >= e {
+			return st.ev
+		}
+	}
+	return 0
+}
+
+// short abbreviates a sequence number for the trace: the stream's
+// counter in it, as the in-memory Kinesis writes them ("49", 24 digits of
+// counter, then stream and shard).
+func short(seq string) string {
+	if len(seq) == 56 && strings.HasPrefix(seq, "49") {
+		n := strings.TrimLeft(seq[2:26], "0")
+		if n == "" {
+			n = "0"
+		}
+		return "#" + n
+	}
+	return seq
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+// nameLocked is name under the tracer's lock.
+func (t *tracer) nameLocked(who string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.name(who)
+}
+
+// rowRule is the rule a shard's row is under: the last start recorded on
+// it, else its first pin, else every record (a child).
+func rowRule(s *shardState) *rule {
+	if s.row != nil {
+		return s.row
+	}
+	return s.pin
+}
+
+// cfgRule is what the configuration owes of a shard: the last generation
+// that covered it, else (none did) its first pin, else every record.
+func cfgRule(s *shardState) *rule {
+	if s.cfg != nil {
+		return s.cfg
+	}
+	return s.pin
+}
+
+func either(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,57 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// plainWorld is a small world without faults: one local runner reading
+// from the oldest record, deployed after a minute and a half of backlog,
+// with a split at one minute, so that a closed parent is read while its
+// children wait.
+func plainWorld() Config {
+	return Config{
+		Seed: 7, Shards: 2, Keys: 8, Rate: 12, Produce: 5 * time.Minute, DataSize: 16, Drain: 5 * time.Minute,
+		Deployments: []Deployment{{Name: "a", Runners: 1, Start: "horizon", At: 90 * time.Second}},
+		Reader: ReaderConfig{
+			BatchSize: 10, Poll: time.Second, RunLength: 30 * time.Second, Lease: 10 * time.Second, Renew: 3 * time.Second,
+			Relist: 10 * time.Second, MaxIterations: 500, MaxRetryAttempts: -1, FunctionTimeout: 10 * time.Second,
+		},
+		Faults: Faults{StoreLatency: 5 * time.Millisecond, KinesisLatency: 10 * time.Millisecond, TargetLatency: 80 * time.Millisecond},
+		Events: []Event{
+			{At: time.Minute, Kind: Split, Pick: 0},
+			{At: 90 * time.Second, Kind: Deploy, Deployment: 0},
+		},
+	}
+}
+
+// Each check catches the rule it is for: the plain world passes, and
+// breaking one rule in it on purpose is caught by the matching check.
+func TestChecks_CatchEachBrokenRule(t *testing.T) {
+	if res := runWorld(t, plainWorld()); res.Failed() {
+		t.Fatalf("the plain world fails: %v\n%s", res.Violations, strings.Join(res.Trace(80), "\n"))
+	}
+	for _, c := range []struct {
+		sabotage Sabotage
+		want     string
+	}{
+		{DropRecord, "not settled"},
+		{Steal, "delivered from"},
+		{CheckpointBack, "moved the checkpoint back"},
+		{EarlyChild, "before its parents"},
+		{EarlyEnd, "wrote SHARD_END while record"},
+	} {
+		t.Run(string(c.sabotage), func(t *testing.T) {
+			cfg := plainWorld()
+			cfg.Sabotage = c.sabotage
+			res := runWorld(t, cfg)
+			for _, v := range res.Violations {
+				if strings.Contains(v.What, c.want) {
+					return
+				}
+			}
+			t.Errorf("sabotage %s: no violation says %q; got %v\n%s", c.sabotage, c.want, res.Violations, strings.Join(res.Trace(60), "\n"))
+		})
+	}
+}

@@ -1,0 +1,423 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/reader"
+)
+
+// Config is one world: the stream, the deployments reading it, their
+// settings, the faults and the events of its timeline. Draw makes one from
+// a seed; Run runs it. Every random choice Run makes at run time (which
+// call fails, how long a call takes, each host's clock) is drawn from
+// streams seeded by Seed too.
+type Config struct {
+	Seed uint64
+
+	// Shards is the stream's open shards at creation; Keys the partition
+	// keys records are written on, Rate records a second over all keys
+	// (each key written in order: its next record only once the last one
+	// was acknowledged), for Produce. DataSize pads each record.
+	Shards   int
+	Keys     int
+	Rate     float64
+	Produce  time.Duration
+	DataSize int
+	// Drain bounds the wait, after production, for every record owed to be
+	// settled; a world that does not drain has lost records.
+	Drain time.Duration
+	// ReshardDelay is how long a split or merge keeps the stream UPDATING.
+	ReshardDelay time.Duration
+
+	Deployments []Deployment
+	Reader      ReaderConfig
+	Faults      Faults
+	Clocks      ClockConfig
+	// Events happen at their time into the world, in order.
+	Events []Event
+
+	// Sabotage breaks one rule of the system on purpose, in the world's
+	// network or table, for the simulator's own tests (that each check
+	// catches what it is for): see the Sabotage constants. Empty in every
+	// drawn world.
+	Sabotage Sabotage
+
+	// ReaderHook, when set, adjusts every reader's options after the world
+	// set them: the place for settings the world does not draw yet
+	// (parallel delivery, filters, tumbling windows). dep is the
+	// deployment's name.
+	ReaderHook func(dep string, o *reader.Options) `json:"-"`
+}
+
+// Deployment is one subscription of the stream on the shared lease table:
+// a local runner (one or more processes of `shardloop run`) or the Lambda
+// shape (a coordinator function on a one-minute schedule, a Step Functions
+// loop per shard, a shardreader invocation per iteration).
+type Deployment struct {
+	Name   string
+	Lambda bool
+	// Runners is how many local runner processes share the deployment.
+	Runners int
+	// Start is the configured start position: "" (none), "latest",
+	// "horizon", "timestamp:<offset>" (a Go duration relative to the
+	// moment of deployment, e.g. timestamp:-90s) or "sequence" (a record
+	// already written, chosen at deployment).
+	Start string
+	// At is when it is first deployed.
+	At time.Duration
+}
+
+// ReaderConfig is what every reader of the world runs with.
+type ReaderConfig struct {
+	BatchSize     int32
+	Poll          time.Duration
+	RunLength     time.Duration
+	Lease, Renew  time.Duration
+	Relist        time.Duration
+	MaxIterations int
+	// MaxRetryAttempts < 0: no limit.
+	MaxRetryAttempts int
+	Bisect           bool
+	MaxRecordAge     time.Duration
+	// TargetTimeout is the target's timeout as the reader knows it (0:
+	// unknown); FunctionTimeout the target function's own.
+	TargetTimeout   time.Duration
+	FunctionTimeout time.Duration
+	// LambdaTarget delivers through reader.LambdaTarget, the Kinesis event
+	// as JSON, to a model of a Lambda function answering with
+	// batchItemFailures; otherwise the target is called in process.
+	LambdaTarget bool
+}
+
+// Faults are the shares of calls that fail or are slow, and the latencies.
+type Faults struct {
+	// The lease store: latency of every call (typical, and a tail one call
+	// in twenty reaches), writes failing before they are made and after
+	// (the answer lost), renewals that succeed slowly (1 to SlowRenewMax).
+	StoreLatency, StoreTail time.Duration
+	StoreBefore, StoreAfter float64
+	SlowRenew               float64
+	SlowRenewMax            time.Duration
+	// Kinesis reads: latency, throttles, expired iterators, internal
+	// failures (half after the call was served), ListShards limits.
+	KinesisLatency, KinesisTail       time.Duration
+	Throttle, Expired, Internal, List float64
+	// The target: latency, failures, partial answers (batchItemFailures),
+	// slow deliveries (up to TargetSlowMax, past the function's timeout
+	// they time out), and answers lost after the function ran.
+	TargetLatency, TargetTail                         time.Duration
+	TargetFail, TargetPartial, TargetSlow, TargetLost float64
+	TargetSlowMax                                     time.Duration
+	// DestinationFail: the on-failure destination refuses a record.
+	DestinationFail float64
+	// The Lambda shape: Read invocations refused before the function runs
+	// (throttled; retried), failing while the function goes on running
+	// (retried: the retry overlaps the first), crashing mid-run (the
+	// execution fails), executions failing between states, nudges lost,
+	// StartExecution failing before or after starting the execution, and
+	// cold starts.
+	InvokeBefore, InvokeAfter, Crash, ExecutionFail, NudgeLost float64
+	StartBefore, StartAfter                                    float64
+	ColdStart                                                  time.Duration
+}
+
+// ClockConfig bounds each host's clock: a skew in [-Skew, +Skew] and a
+// drift in [-Drift, +Drift] (a rate: 0.01 runs 1 % fast or slow).
+type ClockConfig struct {
+	Skew  time.Duration
+	Drift float64
+}
+
+// EventKind is what an Event does.
+type EventKind string
+
+// The events of a world's timeline.
+const (
+	// Deploy starts deployment Deployment (its first deployment).
+	Deploy EventKind = "deploy"
+	// Split splits an open shard (Pick chooses which), Merge merges two
+	// adjacent open shards.
+	Split EventKind = "split"
+	Merge EventKind = "merge"
+	// Kill kills the loop reading a shard (Pick chooses the shard) in
+	// deployment Deployment: it writes and delivers nothing more and never
+	// releases its lease. For the Lambda shape: its invocation crashes.
+	Kill EventKind = "kill"
+	// Crash kills a whole local runner process (Pick chooses which) with
+	// every loop in it; it starts again after Pause.
+	Crash EventKind = "crash"
+	// Redeploy deploys deployment Deployment again with Start: a new
+	// generation when the start changed.
+	Redeploy EventKind = "redeploy"
+	// Recreate waits for every record owed so far to be settled, moves
+	// deployments with a sequence start to a timestamp start of that
+	// moment, deletes the stream and creates it again with Shards shards.
+	Recreate EventKind = "recreate"
+)
+
+// Event is one moment of the timeline.
+type Event struct {
+	At         time.Duration
+	Kind       EventKind
+	Deployment int
+	Pick       float64
+	Start      string
+	Shards     int
+	Pause      time.Duration
+}
+
+// Sabotage is a deliberate bug a world can carry.
+type Sabotage string
+
+// The sabotages, each of which one check must catch.
+const (
+	// DropRecord: one GetRecords answer, two minutes in, leaves out a
+	// record from the middle of its batch.
+	DropRecord Sabotage = "drop-record"
+	// Steal: two minutes in, one shard's held row looks free to the
+	// coordinators and their take of it succeeds.
+	Steal Sabotage = "steal"
+	// CheckpointBack: one checkpoint, two minutes in, writes the one before.
+	CheckpointBack Sabotage = "checkpoint-back"
+	// EarlyChild: the coordinators see every parent read to its end.
+	EarlyChild Sabotage = "early-child"
+	// EarlyEnd: reading a closed shard ends before its last records.
+	EarlyEnd Sabotage = "early-end"
+)
+
+// Draw makes the world of seed.
+func Draw(seed uint64) Config {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	f := r.Float64
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	rate := func(p, max float64) float64 { // on with probability p, then up to max
+		if f() >= p {
+			return 0
+		}
+		return max * f()
+	}
+
+	c := Config{
+		Seed:         seed,
+		Shards:       1 + r.IntN(4),
+		Keys:         2 + r.IntN(40),
+		Rate:         1 + 24*f(),
+		Produce:      between(10*time.Minute, 12*time.Minute),
+		DataSize:     8 + r.IntN(56),
+		Drain:        15 * time.Minute,
+		ReshardDelay: []time.Duration{0, 0, time.Second, 3 * time.Second}[r.IntN(4)],
+	}
+
+	starts := []string{"", "", "latest", "horizon", "horizon", "timestamp:-90s", "timestamp:-10m", "timestamp:+5s", "sequence"}
+	n := 1
+	if f() < 0.4 {
+		n = 2
+	}
+	for i := range n {
+		d := Deployment{Name: string(rune('a' + i)), Lambda: f() < 0.5, Runners: 1 + r.IntN(3), At: between(2*time.Second, 40*time.Second)}
+		d.Start = starts[r.IntN(len(starts))]
+		for i == 1 && d.Start == c.Deployments[0].Start { // two deployments differ in their start
+			d.Start = starts[r.IntN(len(starts))]
+		}
+		c.Deployments = append(c.Deployments, d)
+		c.Events = append(c.Events, Event{At: d.At, Kind: Deploy, Deployment: i})
+	}
+
+	rc := ReaderConfig{
+		BatchSize:        []int32{1, 10, 100, 100, 500}[r.IntN(5)],
+		Poll:             []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, time.Second, time.Second, time.Second, time.Second, time.Second}[r.IntN(8)],
+		RunLength:        []time.Duration{20 * time.Second, 30 * time.Second, 60 * time.Second}[r.IntN(3)],
+		Lease:            10 * time.Second,
+		Renew:            3 * time.Second,
+		Relist:           10 * time.Second,
+		MaxIterations:    []int{3, 500}[r.IntN(2)],
+		MaxRetryAttempts: -1,
+		FunctionTimeout:  between(3*time.Second, 15*time.Second),
+		LambdaTarget:     f() < 0.3,
+	}
+	if f() < 0.2 {
+		rc.Lease, rc.Renew = 6*time.Second, 2*time.Second
+	}
+	if f() < 0.5 {
+		rc.MaxRetryAttempts = r.IntN(4)
+	}
+	rc.Bisect = f() < 0.3
+	if f() < 0.15 {
+		rc.MaxRecordAge = between(90*time.Second, 5*time.Minute)
+	}
+	if f() < 0.5 {
+		rc.TargetTimeout = rc.FunctionTimeout
+	}
+	if rc.BatchSize == 1 {
+		// One record a read, five reads a second per shard shared by the
+		// deployments: keep the stream slow enough to be read.
+		c.Rate = min(c.Rate, float64(c.Shards))
+	}
+	c.Reader = rc
+
+	c.Faults = Faults{
+		StoreLatency: between(time.Millisecond, 15*time.Millisecond), StoreTail: between(50*time.Millisecond, 800*time.Millisecond),
+		StoreBefore: rate(0.6, 0.05), StoreAfter: rate(0.6, 0.05), SlowRenew: rate(0.4, 0.1), SlowRenewMax: between(2*time.Second, 6*time.Second),
+		KinesisLatency: between(2*time.Millisecond, 30*time.Millisecond), KinesisTail: between(100*time.Millisecond, 2*time.Second),
+		Throttle: rate(0.5, 0.1), Expired: rate(0.3, 0.03), Internal: rate(0.5, 0.05), List: rate(0.4, 0.1),
+		TargetLatency: between(time.Millisecond, 200*time.Millisecond), TargetTail: between(300*time.Millisecond, 3*time.Second),
+		TargetFail: rate(0.6, 0.08), TargetPartial: rate(0.5, 0.08), TargetSlow: rate(0.4, 0.03), TargetLost: rate(0.3, 0.03),
+		TargetSlowMax:   between(5*time.Second, 40*time.Second),
+		DestinationFail: rate(0.5, 0.3),
+		InvokeBefore:    rate(0.5, 0.05), InvokeAfter: rate(0.5, 0.03), Crash: rate(0.4, 0.02), ExecutionFail: rate(0.4, 0.01),
+		NudgeLost: rate(0.5, 0.3), StartBefore: rate(0.4, 0.05), StartAfter: rate(0.4, 0.05),
+		ColdStart: between(50*time.Millisecond, 1500*time.Millisecond),
+	}
+	if f() < 0.75 {
+		c.Clocks.Skew = 30 * time.Second
+	}
+	switch x := f(); {
+	case x < 0.1:
+		c.Clocks.Drift = 0.04
+	case x < 0.7:
+		c.Clocks.Drift = 0.01
+	}
+
+	// The timeline after the first deployments.
+	during := func() time.Duration { return between(time.Minute, c.Produce-time.Minute) }
+	for range r.IntN(4) {
+		k := Split
+		if f() < 0.4 {
+			k = Merge
+		}
+		c.Events = append(c.Events, Event{At: during(), Kind: k, Pick: f()})
+	}
+	for range r.IntN(9) {
+		c.Events = append(c.Events, Event{At: during(), Kind: Kill, Deployment: r.IntN(n), Pick: f()})
+	}
+	for i, d := range c.Deployments {
+		if !d.Lambda {
+			for range r.IntN(3) {
+				c.Events = append(c.Events, Event{At: during(), Kind: Crash, Deployment: i, Pick: f(), Pause: between(time.Second, 40*time.Second)})
+			}
+		}
+	}
+	if f() < 0.35 {
+		i := r.IntN(n)
+		st := starts[r.IntN(len(starts))]
+		c.Events = append(c.Events, Event{At: during(), Kind: Redeploy, Deployment: i, Start: st})
+	}
+	if f() < 0.15 {
+		c.Events = append(c.Events, Event{At: between(c.Produce/3, 2*c.Produce/3), Kind: Recreate, Shards: 1 + r.IntN(4)})
+	}
+	_ = pick
+	sortEvents(c.Events)
+	return c
+}
+
+func sortEvents(es []Event) {
+	slices.SortStableFunc(es, func(a, b Event) int { return int(a.At - b.At) })
+}
+
+// Reductions simplify a world for shrinking: each takes something out.
+// Shrink applies those whose bit is set in a mask, in this order.
+var Reductions = []struct {
+	Name  string
+	Apply func(*Config)
+}{
+	{"no re-creation", func(c *Config) { c.Events = dropEvents(c.Events, Recreate) }},
+	{"no redeploys", func(c *Config) { c.Events = dropEvents(c.Events, Redeploy) }},
+	{"one deployment", func(c *Config) {
+		if len(c.Deployments) > 1 {
+			c.Deployments = c.Deployments[:1]
+			c.Events = slices.DeleteFunc(c.Events, func(e Event) bool { return e.Deployment > 0 })
+		}
+	}},
+	{"no reshards", func(c *Config) { c.Events = dropEvents(c.Events, Split, Merge) }},
+	{"no kills", func(c *Config) { c.Events = dropEvents(c.Events, Kill, Crash) }},
+	{"no store faults", func(c *Config) {
+		f := &c.Faults
+		f.StoreBefore, f.StoreAfter, f.SlowRenew = 0, 0, 0
+	}},
+	{"no Kinesis faults", func(c *Config) {
+		f := &c.Faults
+		f.Throttle, f.Expired, f.Internal, f.List = 0, 0, 0, 0
+	}},
+	{"no target faults", func(c *Config) {
+		f := &c.Faults
+		f.TargetFail, f.TargetPartial, f.TargetSlow, f.TargetLost, f.DestinationFail = 0, 0, 0, 0, 0
+	}},
+	{"no Lambda faults", func(c *Config) {
+		f := &c.Faults
+		f.InvokeBefore, f.InvokeAfter, f.Crash, f.ExecutionFail, f.NudgeLost, f.StartBefore, f.StartAfter = 0, 0, 0, 0, 0, 0, 0
+	}},
+	{"no latency", func(c *Config) {
+		f := &c.Faults
+		f.StoreLatency, f.KinesisLatency, f.TargetLatency, f.ColdStart = 0, 0, 0, 0
+	}},
+	{"true clocks", func(c *Config) { c.Clocks = ClockConfig{} }},
+	{"local runners only", func(c *Config) {
+		for i := range c.Deployments {
+			c.Deployments[i].Lambda = false
+		}
+	}},
+	{"one runner each", func(c *Config) {
+		for i := range c.Deployments {
+			c.Deployments[i].Runners = 1
+		}
+		c.Events = dropEvents(c.Events, Crash)
+	}},
+	{"fewer keys", func(c *Config) { c.Keys = max(1, c.Keys/4) }},
+	{"slower production", func(c *Config) { c.Rate = max(0.5, c.Rate/4) }},
+}
+
+func dropEvents(es []Event, kinds ...EventKind) []Event {
+	return slices.DeleteFunc(slices.Clone(es), func(e Event) bool { return slices.Contains(kinds, e.Kind) })
+}
+
+// Shrunk returns Draw(seed) with the reductions of mask applied.
+func Shrunk(seed uint64, mask uint64) Config {
+	c := Draw(seed)
+	for i, r := range Reductions {
+		if mask&(1<<i) != 0 {
+			r.Apply(&c)
+		}
+	}
+	return c
+}
+
+// MaskNames names the reductions of mask.
+func MaskNames(mask uint64) string {
+	var ns []string
+	for i, r := range Reductions {
+		if mask&(1<<i) != 0 {
+			ns = append(ns, r.Name)
+		}
+	}
+	return strings.Join(ns, ", ")
+}
+
+// Summary is a one-line account of the world.
+func (c Config) Summary() string {
+	var ds []string
+	for _, d := range c.Deployments {
+		kind := fmt.Sprintf("local×%d", d.Runners)
+		if d.Lambda {
+			kind = "lambda"
+		}
+		st := d.Start
+		if st == "" {
+			st = "none"
+		}
+		ds = append(ds, fmt.Sprintf("%s=%s/%s@%s", d.Name, kind, st, d.At))
+	}
+	counts := map[EventKind]int{}
+	for _, e := range c.Events {
+		counts[e.Kind]++
+	}
+	rc := c.Reader
+	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s), lambda target %v; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d",
+		c.Shards, c.Keys, c.Rate, c.Produce, strings.Join(ds, " "), rc.BatchSize, rc.Poll, rc.RunLength, rc.Lease, rc.Renew,
+		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.LambdaTarget,
+		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate])
+}

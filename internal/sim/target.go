@@ -1,0 +1,257 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/runner"
+)
+
+// invocation is one shardreader invocation of the Lambda shape; the world
+// puts it in the context it runs reader.Run with, so the store and the
+// target can tell which loop, and which run of it, made a call.
+type invocation struct {
+	id    int64
+	owner string
+	dep   string
+}
+
+type invocationKey struct{}
+
+func withInvocation(ctx context.Context, inv *invocation) context.Context {
+	return context.WithValue(ctx, invocationKey{}, inv)
+}
+
+func invocationOf(ctx context.Context) *invocation {
+	inv, _ := ctx.Value(invocationKey{}).(*invocation)
+	return inv
+}
+
+type hostKey struct{}
+
+// withHost tags ctx with the host (a runner process, a Lambda instance)
+// its calls are made from.
+func withHost(ctx context.Context, host string) context.Context {
+	return context.WithValue(ctx, hostKey{}, host)
+}
+
+// actor names who makes a call, for its random stream: the host, and the
+// loop (by its alias, stable from run to run) when a loop makes it. Each
+// actor draws from streams of its own, so what one draws does not depend
+// on how the others' calls interleave with its own.
+func (w *World) actor(ctx context.Context) string {
+	host, _ := ctx.Value(hostKey{}).(string)
+	if owner, _, ok := ownerOf(ctx); ok {
+		return host + "/" + w.tr.known(owner) // "" before the loop's first take
+	}
+	return host
+}
+
+// ownerOf returns the loop owner a call is made for and the key of its
+// run: from the Lambda model's invocation, or the local runner's
+// runner.LoopOwner.
+func ownerOf(ctx context.Context) (owner, run string, ok bool) {
+	if inv := invocationOf(ctx); inv != nil {
+		return inv.owner, runKey(inv, ""), true
+	}
+	if o, ok := runner.LoopOwner(ctx); ok {
+		return o, o, true
+	}
+	return "", "", false
+}
+
+// target is a deployment's target: the user's function, which runs for a
+// while, then settles every record, or a leading part of them (a
+// batchItemFailures answer), or fails, or times out, or settles all and
+// has its answer lost on the way back. Called in process, or through
+// reader.LambdaTarget (the Kinesis event as JSON) as a Lambda function.
+// A delivery whose caller gives up (its context ends) settles nothing.
+type target struct {
+	w   *World
+	dep string
+	lam *reader.LambdaTarget
+}
+
+var errFunction = errors.New("sim: the target function failed (injected)")
+
+// Deliver implements reader.Target.
+func (t *target) Deliver(ctx context.Context, b reader.Batch) (int, error) {
+	if t.lam != nil {
+		return t.lam.Deliver(ctx, b)
+	}
+	seqs := make([]string, len(b.Records))
+	for i, r := range b.Records {
+		seqs[i] = aws.ToString(r.SequenceNumber)
+	}
+	n, o := t.run(ctx, b.ShardID, seqs)
+	switch o {
+	case outTimeout:
+		return 0, fmt.Errorf("sim: target timed out after %s: %w", t.w.cfg.Reader.FunctionTimeout, errFunction)
+	case outFailed, outLost:
+		return 0, errFunction
+	case outCancelled:
+		return 0, ctx.Err()
+	}
+	return n, nil
+}
+
+type outcome int
+
+const (
+	outOK outcome = iota
+	outFailed
+	outTimeout
+	outLost
+	outCancelled
+)
+
+// run is the function at work on seqs of a shard.
+func (t *target) run(ctx context.Context, shardID string, seqs []string) (int, outcome) {
+	w := t.w
+	f := &w.cfg.Faults
+	owner, run, known := ownerOf(ctx)
+	if !known {
+		w.chk.mu.Lock()
+		w.chk.fail(shardKey{w.chk.cur, shardID}, "a delivery by no known loop")
+		w.chk.mu.Unlock()
+	}
+	rs := w.rnd.get("target:" + w.actor(ctx) + ":" + shardID)
+	lat := rs.latency(f.TargetLatency, f.TargetTail)
+	if rs.hit(f.TargetSlow) {
+		lat += rs.dur(time.Second, max(time.Second, f.TargetSlowMax))
+	}
+	x := rs.float()
+	partial := rs.intN(len(seqs))
+	start := time.Now()
+	timeout := w.cfg.Reader.FunctionTimeout
+	if err := sleep(ctx, min(lat, timeout)); err != nil {
+		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records cut after %s: %s", len(seqs), time.Since(start), why(context.Cause(ctx)))
+		return 0, outCancelled
+	}
+	switch {
+	case lat > timeout:
+		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records timed out", len(seqs))
+		return 0, outTimeout
+	case x < f.TargetFail:
+		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records failed (injected)", len(seqs))
+		return 0, outFailed
+	case x < f.TargetFail+f.TargetPartial && len(seqs) > 1:
+		w.chk.delivery(owner, run, shardID, seqs, start, partial)
+		w.tr.add(w.shardName(shardID), owner, "settled %d of %d records %s…%s (partial, injected)", partial, len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
+		return partial, outOK
+	}
+	w.chk.delivery(owner, run, shardID, seqs, start, len(seqs))
+	if x < f.TargetFail+f.TargetPartial+f.TargetLost {
+		w.tr.add(w.shardName(shardID), owner, "settled %d records %s…%s, answer lost (injected)", len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
+		return len(seqs), outLost
+	}
+	w.tr.add(w.shardName(shardID), owner, "settled %d records %s…%s", len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
+	return len(seqs), outOK
+}
+
+// function is the target as a Lambda function behind the Invoke API, for
+// reader.LambdaTarget: it reads the Kinesis event and answers as a
+// function written for Lambda's own trigger does.
+type function struct{ t *target }
+
+// Invoke implements reader.LambdaInvoker. It reads the event's sequence
+// numbers and shard by scanning for their fields, not with encoding/json:
+// the payload is well formed (reader.LambdaTarget's own tests hold it to
+// Lambda's event), and decoding it is most of a world's cost otherwise.
+func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	seqs := fieldValues(in.Payload, `"sequenceNumber":"`)
+	ids := fieldValues(in.Payload, `"eventID":"`)
+	if len(seqs) == 0 || len(ids) != len(seqs) {
+		return nil, fmt.Errorf("sim: the function got an event it cannot read: %.200s", in.Payload)
+	}
+	shardID, _, _ := strings.Cut(ids[0], ":")
+	n, o := fn.t.run(ctx, shardID, seqs)
+	switch o {
+	case outCancelled:
+		return nil, fmt.Errorf("sim: invoke: %w", ctx.Err())
+	case outLost:
+		return nil, errors.New("sim: invoke: connection reset after the function ran (injected)")
+	case outTimeout:
+		msg := fmt.Sprintf(`{"errorMessage":"Task timed out after %.2f seconds"}`, fn.t.w.cfg.Reader.FunctionTimeout.Seconds())
+		return &lambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Unhandled"), Payload: []byte(msg)}, nil
+	case outFailed:
+		return &lambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Unhandled"), Payload: []byte(`{"errorMessage":"injected failure","errorType":"Error"}`)}, nil
+	}
+	if n < len(seqs) {
+		body := fmt.Sprintf(`{"batchItemFailures":[{"itemIdentifier":%q}]}`, seqs[n])
+		return &lambda.InvokeOutput{StatusCode: 200, Payload: []byte(body)}, nil
+	}
+	return &lambda.InvokeOutput{StatusCode: 200, Payload: []byte(`{"batchItemFailures":[]}`)}, nil
+}
+
+// destination is a deployment's on-failure destination: it records the
+// batches given up, and refuses some.
+type destination struct {
+	w   *World
+	dep string
+}
+
+// Send implements reader.Destination.
+func (d *destination) Send(ctx context.Context, fr reader.FailureRecord) error {
+	w := d.w
+	f := &w.cfg.Faults
+	rs := w.rnd.get("destination:" + w.actor(ctx) + ":" + fr.KinesisBatchInfo.ShardID)
+	if err := sleep(ctx, rs.latency(f.StoreLatency, f.StoreTail)); err != nil {
+		return err
+	}
+	owner, run, _ := ownerOf(ctx)
+	if rs.hit(f.DestinationFail) {
+		w.tr.add(w.shardName(fr.KinesisBatchInfo.ShardID), owner, "destination refused the record of %d given up (injected)", fr.KinesisBatchInfo.BatchSize)
+		return errors.New("sim: destination unavailable (injected)")
+	}
+	w.tr.add(w.shardName(fr.KinesisBatchInfo.ShardID), owner, "gave up %d records %s…%s (%s)", fr.KinesisBatchInfo.BatchSize,
+		short(fr.KinesisBatchInfo.StartSequenceNumber), short(fr.KinesisBatchInfo.EndSequenceNumber), fr.RequestContext.Condition)
+	w.chk.givenUp(owner, run, fr, w.cfg.Reader.MaxRetryAttempts >= 0, w.cfg.Reader.MaxRecordAge > 0)
+	return nil
+}
+
+// fieldValues returns the string values that follow each occurrence of
+// prefix (a JSON field name, colon and opening quote) in b.
+func fieldValues(b []byte, prefix string) []string {
+	var out []string
+	p := []byte(prefix)
+	for {
+		i := bytes.Index(b, p)
+		if i < 0 {
+			return out
+		}
+		b = b[i+len(p):]
+		j := bytes.IndexByte(b, '"')
+		if j < 0 {
+			return out
+		}
+		out = append(out, string(b[:j]))
+		b = b[j:]
+	}
+}
+
+// why says in a word why a delivery was cut (the cause's text names raw
+// owner ids, which differ from run to run).
+func why(cause error) string {
+	switch {
+	case errors.Is(cause, lease.ErrNotOwner):
+		return "the lease was lost"
+	case errors.Is(cause, lease.ErrLapsed):
+		return "the lease's deadline passed"
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "the run's deadline"
+	}
+	return "cancelled"
+}

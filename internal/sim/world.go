@@ -1,0 +1,568 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/internal/kinesismem"
+	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/shards"
+)
+
+// streamName is the one stream of every world.
+const streamName = "orders"
+
+// World is one running world.
+type World struct {
+	cfg   Config
+	began time.Time
+	rnd   *streams
+	tr    *tracer
+	chk   *checker
+	kin   *kinesismem.Client
+	net   *network
+	table *table
+
+	ctx  context.Context
+	deps []driver
+	bg   sync.WaitGroup // the world's own helpers
+
+	mu      sync.Mutex
+	inc     int   // the stream's current incarnation
+	created int64 // its creation time, Unix ms
+	prod    *producer
+	starts  []string // each deployment's start as configured now
+	hosts   int
+}
+
+// driver runs one deployment.
+type driver interface {
+	// deploy (re)deploys with the start position (resolved: no offsets,
+	// "sequence:<shard>:<seq>").
+	deploy(start string)
+	// kill kills the loop of a shard, if one runs; it reports whether one did.
+	kill(shardID string) bool
+	// crash kills a whole process (local runners) and restarts it after pause.
+	crash(pick float64, pause time.Duration)
+	// stop ends everything and waits for it.
+	stop()
+}
+
+// Result is what a world found.
+type Result struct {
+	Config     Config
+	Violations []Violation
+	Stats      Stats
+	Simulated  time.Duration
+	trace      *tracer
+	parents    map[string][]string
+}
+
+// Failed reports whether an invariant broke.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Trace returns the world's event trace up to the first violation (and a
+// few seconds after it): the events of the shard it names and of that
+// shard's parents, and the world's own events; at most limit lines, the
+// last ones.
+func (r *Result) Trace(limit int) []string {
+	if len(r.Violations) == 0 {
+		return r.trace.lines(nil, time.Duration(math.MaxInt64), limit)
+	}
+	v := r.Violations[0]
+	var keep func(string) bool
+	if v.Shard != "" {
+		involved := map[string]bool{v.Shard: true}
+		inc, _, _ := strings.Cut(v.Shard, "/")
+		for _, p := range r.parents[v.Shard] {
+			involved[inc+"/"+p] = true
+		}
+		keep = func(s string) bool { return involved[s] }
+	}
+	return r.trace.lines(keep, v.At+5*time.Second, limit)
+}
+
+// Run runs the world of cfg to its end. It must run inside a
+// testing/synctest bubble: it reads and sleeps on virtual time only, and
+// returns once every goroutine it started has ended.
+func Run(cfg Config) *Result {
+	began := time.Now()
+	w := &World{cfg: cfg, began: began, rnd: newStreams(cfg.Seed)}
+	w.tr = newTracer(began)
+	w.chk = newChecker(w.tr)
+	k, err := kinesismem.New(kinesismem.Options{ReshardDelay: cfg.ReshardDelay})
+	if err != nil {
+		panic(err) // the options are constant
+	}
+	w.kin = k
+	w.net = &network{w: w, inner: k, shards: map[string]string{}}
+	mem, err := lease.NewMemoryStore(func(o *lease.Options) { o.Duration = cfg.Reader.Lease })
+	if err != nil {
+		panic(err)
+	}
+	w.table = &table{w: w, inner: mem, lastCkpts: map[string][]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.ctx = ctx
+	w.starts = make([]string, len(cfg.Deployments))
+
+	w.createStream(cfg.Shards)
+	w.prod = &producer{w: w, next: make([]int, cfg.Keys), wake: make(chan struct{}, 1)}
+	var prodWG sync.WaitGroup
+	prodCtx, stopProd := context.WithCancel(ctx)
+	prodWG.Go(func() { w.prod.run(prodCtx) })
+
+	for _, d := range cfg.Deployments {
+		if d.Lambda {
+			w.deps = append(w.deps, newLambda(w, d))
+		} else {
+			w.deps = append(w.deps, newLocal(w, d))
+		}
+	}
+	for _, e := range cfg.Events {
+		if e.At >= cfg.Produce || time.Since(began) >= cfg.Produce {
+			continue // a re-creation's wait may run past production
+		}
+		time.Sleep(time.Until(began.Add(e.At)))
+		w.apply(e)
+	}
+	time.Sleep(time.Until(began.Add(cfg.Produce)))
+	stopProd()
+	prodWG.Wait()
+	w.tr.add("", "", "production ends: %d records", w.chk.stats.Produced)
+
+	drainEnd := time.Now().Add(cfg.Drain)
+	for !w.chk.drained(w.incNow()) && time.Now().Before(drainEnd) {
+		time.Sleep(2 * time.Second)
+	}
+	w.tr.add("", "", "drained after %s", time.Since(began.Add(cfg.Produce)).Round(time.Second))
+	for _, d := range w.deps {
+		d.stop()
+	}
+	cancel()
+	w.bg.Wait()
+	w.chk.finish()
+	parents := map[string][]string{}
+	for k, s := range w.chk.sh {
+		parents[k.String()] = s.parents
+	}
+	return &Result{Config: cfg, Violations: w.chk.violations, Stats: w.chk.stats, Simulated: time.Since(began), trace: w.tr, parents: parents}
+}
+
+// closed reports whether a shard of the current incarnation is closed.
+func (w *World) closed(shardID string) bool {
+	inc := w.incNow()
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	s := w.chk.sh[shardKey{inc, shardID}]
+	return s != nil && s.closed
+}
+
+func (w *World) incNow() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inc
+}
+
+// shardName names a shard of the current incarnation in the trace.
+func (w *World) shardName(shardID string) string {
+	if shardID == "" || strings.HasPrefix(shardID, "#") {
+		return ""
+	}
+	return strconv.Itoa(w.incNow()) + "/" + shardID
+}
+
+// createStream creates the stream (again) and registers its incarnation.
+func (w *World) createStream(n int) {
+	ctx := context.Background()
+	if _, err := w.kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(streamName), ShardCount: aws.Int32(int32(n))}); err != nil {
+		panic(fmt.Sprintf("sim: create stream: %v", err))
+	}
+	out, err := w.kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(streamName)})
+	if err != nil {
+		panic(fmt.Sprintf("sim: describe stream: %v", err))
+	}
+	created := aws.ToTime(out.StreamDescriptionSummary.StreamCreationTimestamp).UnixMilli()
+	inc := w.chk.incarnation(created)
+	w.mu.Lock()
+	w.inc, w.created = inc, created
+	w.mu.Unlock()
+	w.noteShape()
+	w.tr.add("", "", "stream created with %d shards (incarnation %d)", n, inc)
+}
+
+// noteShape tells the checker the stream's shards as listed.
+func (w *World) noteShape() []shards.Shard {
+	ls, err := shards.List(context.Background(), w.kin, streamName)
+	if err != nil {
+		panic(fmt.Sprintf("sim: list shards: %v", err))
+	}
+	inc := w.incNow()
+	for _, s := range ls {
+		w.chk.shardShape(inc, s.ID, s.Parents(), s.Closed())
+	}
+	return ls
+}
+
+// apply makes one event of the timeline happen.
+func (w *World) apply(e Event) {
+	switch e.Kind {
+	case Deploy, Redeploy:
+		d := w.cfg.Deployments[e.Deployment]
+		start := d.Start
+		if e.Kind == Redeploy {
+			start = e.Start
+		}
+		resolved := w.resolveStart(start)
+		w.mu.Lock()
+		w.starts[e.Deployment] = start
+		w.mu.Unlock()
+		w.tr.add("", "", "%s %s with start %q", e.Kind, d.Name, resolved)
+		w.deps[e.Deployment].deploy(resolved)
+	case Split, Merge:
+		w.reshard(e)
+	case Kill:
+		ls := w.openShards()
+		if len(ls) == 0 {
+			return
+		}
+		s := ls[int(e.Pick*float64(len(ls)))%len(ls)]
+		if w.deps[e.Deployment].kill(s.ID) {
+			w.tr.add(w.shardName(s.ID), "", "%s: its loop killed", w.cfg.Deployments[e.Deployment].Name)
+		}
+	case Crash:
+		w.deps[e.Deployment].crash(e.Pick, e.Pause)
+	case Recreate:
+		w.recreate(e)
+	}
+}
+
+// resolveStart turns a configured start into the text form a coordinator
+// takes: offsets become Unix milliseconds, "sequence" a written record.
+func (w *World) resolveStart(start string) string {
+	switch {
+	case strings.HasPrefix(start, "timestamp:"):
+		d, err := time.ParseDuration(strings.TrimPrefix(start, "timestamp:"))
+		if err != nil {
+			return start
+		}
+		return "timestamp:" + strconv.FormatInt(time.Now().Add(d).UnixMilli(), 10)
+	case start == "sequence":
+		x := w.pickRecord()
+		if x == nil {
+			return "latest" // nothing written yet
+		}
+		return "sequence:" + x.shard.key.id + ":" + x.seq
+	}
+	return start
+}
+
+// pickRecord picks a written record of the current incarnation.
+func (w *World) pickRecord() *rec {
+	inc := w.incNow()
+	c := w.chk
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var all []*rec
+	for _, s := range c.sh {
+		if s.key.inc == inc && len(s.recs) > 0 {
+			all = append(all, s.recs...)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	// Ranked by sequence number, so the pick does not depend on map order.
+	sortRecs(all)
+	return all[w.rnd.get("world:sequence").intN(len(all))]
+}
+
+func (w *World) openShards() []shards.Shard {
+	var open []shards.Shard
+	for _, s := range w.noteShape() {
+		if !s.Closed() {
+			open = append(open, s)
+		}
+	}
+	return open
+}
+
+// reshard splits an open shard in the middle of its range, or merges two
+// adjacent open shards.
+func (w *World) reshard(e Event) {
+	ctx := context.Background()
+	open := w.openShards()
+	var err error
+	switch {
+	case e.Kind == Split:
+		s := open[int(e.Pick*float64(len(open)))%len(open)]
+		mid := midHashKey(s.HashKeyStart, s.HashKeyEnd)
+		_, err = w.kin.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(streamName), ShardToSplit: aws.String(s.ID), NewStartingHashKey: aws.String(mid)})
+		if err == nil {
+			w.tr.add(w.shardName(s.ID), "", "split")
+		}
+	case len(open) >= 2:
+		sortByHash(open)
+		i := int(e.Pick*float64(len(open)-1)) % (len(open) - 1)
+		_, err = w.kin.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(streamName), ShardToMerge: aws.String(open[i].ID), AdjacentShardToMerge: aws.String(open[i+1].ID)})
+		if err == nil {
+			w.tr.add(w.shardName(open[i].ID), "", "merged with %s", open[i+1].ID)
+			w.tr.add(w.shardName(open[i+1].ID), "", "merged with %s", open[i].ID)
+		}
+	}
+	if err != nil {
+		w.tr.add("", "", "%s refused: %v", e.Kind, err)
+		return
+	}
+	w.bg.Go(func() {
+		// The new shards appear once the stream is ACTIVE again.
+		time.Sleep(w.cfg.ReshardDelay + time.Millisecond)
+		w.noteShape()
+	})
+	w.noteShape()
+}
+
+// recreate waits for the stream to drain, moves sequence starts to a new
+// timestamp start (their record goes with the stream), deletes the stream
+// and creates it again.
+func (w *World) recreate(e Event) {
+	w.prod.pause(true)
+	inc := w.incNow()
+	until := time.Now().Add(5 * time.Minute)
+	for !w.chk.drained(inc) && time.Now().Before(until) {
+		time.Sleep(time.Second)
+	}
+	if !w.chk.drained(inc) {
+		lost := w.chk.owedUnsettled(5)
+		w.chk.mu.Lock()
+		for _, x := range lost {
+			w.chk.fail(x.shard.key, "record %s (key %d #%d) still not settled after 5 minutes, before the stream is deleted", short(x.seq), x.key, x.n)
+		}
+		w.chk.mu.Unlock()
+	}
+	for i := range w.deps {
+		w.mu.Lock()
+		st := w.starts[i]
+		w.mu.Unlock()
+		if st == "sequence" {
+			// A start not seen before (a rollback to a superseded one would
+			// be stale and change nothing).
+			w.apply(Event{Kind: Redeploy, Deployment: i, Start: "timestamp:+0s"})
+		}
+	}
+	ctx := context.Background()
+	for {
+		_, err := w.kin.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(streamName)})
+		var inUse *types.ResourceInUseException
+		if errors.As(err, &inUse) {
+			time.Sleep(500 * time.Millisecond) // UPDATING after a reshard
+			continue
+		}
+		if err != nil {
+			panic(fmt.Sprintf("sim: delete stream: %v", err))
+		}
+		break
+	}
+	w.chk.deleted(inc)
+	w.tr.add("", "", "stream deleted (incarnation %d)", inc)
+	time.Sleep(2 * time.Second)
+	w.createStream(max(1, e.Shards))
+	w.prod.restart()
+	w.prod.pause(false)
+}
+
+// readerOptions are a deployment's reader options on a host.
+func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI, st lease.Store, tgt reader.Target) reader.Options {
+	rc := w.cfg.Reader
+	o := reader.Options{
+		Kinesis: kin, Store: st, Target: tgt,
+		BatchSize: rc.BatchSize, PollInterval: rc.Poll, RunLength: rc.RunLength,
+		MaxIterations: rc.MaxIterations, RenewInterval: rc.Renew, LeaseDuration: rc.Lease,
+		TargetTimeout: rc.TargetTimeout, MaxRetryAttempts: reader.RetryAttempts(rc.MaxRetryAttempts),
+		BisectOnError: rc.Bisect, MaxRecordAge: rc.MaxRecordAge,
+		Clock:  clock.Now,
+		Logger: slog.New(slog.DiscardHandler),
+		Hooks:  hooks{w: w},
+	}
+	if rc.MaxRetryAttempts >= 0 || rc.MaxRecordAge > 0 {
+		o.OnFailure = &destination{w: w, dep: dep}
+	}
+	if w.cfg.ReaderHook != nil {
+		w.cfg.ReaderHook(dep, &o)
+	}
+	return o
+}
+
+// newTarget is a deployment's target.
+func (w *World) newTarget(dep string) reader.Target {
+	t := &target{w: w, dep: dep}
+	if w.cfg.Reader.LambdaTarget {
+		lt, err := reader.NewLambdaTarget(function{t: t}, "target-"+dep, func(o *reader.LambdaOptions) { o.Region = "us-east-1" })
+		if err != nil {
+			panic(err)
+		}
+		t.lam = lt
+	}
+	return t
+}
+
+// newHost returns the clock of a new host of a deployment.
+func (w *World) newHost(dep string) hostClock {
+	w.mu.Lock()
+	w.hosts++
+	name := dep + "#" + strconv.Itoa(w.hosts)
+	w.mu.Unlock()
+	rs := w.rnd.get("host:" + name)
+	c := hostClock{name: name, base: w.began}
+	if s := w.cfg.Clocks.Skew; s > 0 {
+		c.skew = rs.dur(-s, s)
+	}
+	if d := w.cfg.Clocks.Drift; d > 0 {
+		c.drift = (2*rs.float() - 1) * d
+	}
+	return c
+}
+
+// producer writes keyed records, each key's in order.
+type producer struct {
+	w *World
+
+	mu     sync.Mutex
+	next   []int // per key, the next record's number
+	paused bool
+	inc    int
+	wake   chan struct{}
+}
+
+func (p *producer) pause(on bool) {
+	p.mu.Lock()
+	p.paused = on
+	p.mu.Unlock()
+	if !on {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// restart numbers each key's records from 0 again, for a new incarnation.
+func (p *producer) restart() {
+	p.mu.Lock()
+	clear(p.next)
+	p.mu.Unlock()
+}
+
+const tick = 500 * time.Millisecond
+
+func (p *producer) run(ctx context.Context) {
+	w := p.w
+	rs := w.rnd.get("producer")
+	pad := strings.Repeat("x", w.cfg.DataSize)
+	owed := 0.0
+	perm := make([]int, len(p.next))
+	for i := range perm {
+		perm[i] = i
+	}
+	for ctx.Err() == nil {
+		if err := sleep(ctx, tick); err != nil {
+			return
+		}
+		p.mu.Lock()
+		paused := p.paused
+		p.mu.Unlock()
+		if paused {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			}
+			continue
+		}
+		owed += w.cfg.Rate * tick.Seconds()
+		n := min(int(math.Floor(owed)), len(p.next), 500)
+		owed -= float64(n)
+		if n == 0 {
+			continue
+		}
+		// n distinct keys, each at most once in the request.
+		for i := range n {
+			j := i + rs.intN(len(perm)-i)
+			perm[i], perm[j] = perm[j], perm[i]
+		}
+		keys := perm[:n]
+		p.mu.Lock()
+		entries := make([]types.PutRecordsRequestEntry, n)
+		nums := make([]int, n)
+		for i, k := range keys {
+			nums[i] = p.next[k]
+			entries[i] = types.PutRecordsRequestEntry{
+				PartitionKey: aws.String("k" + strconv.Itoa(k)),
+				Data:         fmt.Appendf(nil, "%d:%d:%s", k, nums[i], pad),
+			}
+		}
+		p.mu.Unlock()
+		inc := w.incNow()
+		arrival := time.UnixMilli(time.Now().UnixMilli())
+		out, err := w.kin.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(streamName), Records: entries})
+		if err != nil {
+			continue // the stream is being re-created, or ctx ended: the same keys are written again
+		}
+		p.mu.Lock()
+		for i, r := range out.Records {
+			if r.ErrorCode != nil {
+				continue // throttled: the key's record is written again next time
+			}
+			w.chk.produced(inc, keys[i], nums[i], aws.ToString(r.ShardId), aws.ToString(r.SequenceNumber), arrival)
+			p.next[keys[i]]++
+		}
+		p.mu.Unlock()
+	}
+}
+
+// KnownBugs are the bugs the simulator found that are not fixed yet, by
+// the name the checker gives the violations they cause. A world whose
+// violations are all known bugs' does not fail TestSim (it is reported);
+// with -sim.strict it does. Remove a bug here when its fix lands: its
+// worlds are then ordinary failures again.
+var KnownBugs = map[string]string{}
+
+// Unknown returns the violations that are no known bug's.
+func (r *Result) Unknown() []Violation {
+	var out []Violation
+	for _, v := range r.Violations {
+		if _, known := KnownBugs[v.Bug]; !known || v.Bug == "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// hooks put what a reader reports of its reads in the trace.
+type hooks struct {
+	reader.NopHooks
+	w *World
+}
+
+func (h hooks) ReadError(_, shardID string, err error, throttled bool) {
+	what := "read failed"
+	if throttled {
+		what = "read throttled"
+	}
+	var expired *types.ExpiredIteratorException
+	if errors.As(err, &expired) {
+		what = "iterator expired"
+	}
+	h.w.tr.add(h.w.shardName(shardID), "", "%s", what)
+}
