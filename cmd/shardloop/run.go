@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,6 +32,7 @@ type runFlags struct {
 	create                       int
 	batch                        int
 	factor                       int
+	windowSeconds                int
 	poll, runLength              time.Duration
 	targetTimeout                time.Duration
 	invokeIdentity               string
@@ -48,6 +50,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.IntVar(&f.create, "create-shards", 0, "create the stream with this many shards if it is missing ("+lambdaenv.CreateShardsLimit.Want()+")")
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
 	fs.IntVar(&f.factor, "parallelization-factor", reader.DefaultParallelizationFactor, "lanes delivering one shard's records concurrently, by partition key; one key's records stay in order ("+lambdaenv.ParallelizationFactorLimit.Want()+")")
+	fs.IntVar(&f.windowSeconds, "tumbling-window-seconds", 0, "tumbling windows of this many seconds, as Lambda's TumblingWindowInSeconds: the target gets events.KinesisTimeWindowEvent and must answer with a state ("+lambdaenv.TumblingWindowLimit.Want()+"; needs --parallelization-factor 1)")
 	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
 	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
 	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "the target function's own timeout, shorter than --run-length: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer, and no delivery starts that it would carry past a run; 0: unknown (an invoke waits up to "+lambdaenv.MaxTargetTimeout.String()+")")
@@ -84,6 +87,7 @@ func (f *runFlags) check() (reader.Options, error) {
 		{"--create-shards", strconv.Itoa(f.create), lambdaenv.CreateShardsLimit.Check(f.create)},
 		{"--batch-size", strconv.Itoa(f.batch), lambdaenv.BatchSizeLimit.Check(f.batch)},
 		{"--parallelization-factor", strconv.Itoa(f.factor), lambdaenv.ParallelizationFactorLimit.Check(f.factor)},
+		{"--tumbling-window-seconds", strconv.Itoa(f.windowSeconds), lambdaenv.TumblingWindowLimit.Check(f.windowSeconds)},
 		{"--poll-interval", f.poll.String(), lambdaenv.PollIntervalLimit.Check(f.poll)},
 		{"--run-length", f.runLength.String(), lambdaenv.RunLengthLimit.Check(f.runLength)},
 	} {
@@ -104,8 +108,12 @@ func (f *runFlags) check() (reader.Options, error) {
 			return reader.Options{}, bad("--invoke-identity-arn %q: %v", f.invokeIdentity, err)
 		}
 	}
+	if err := lambdaenv.CheckTumblingWindow(f.windowSeconds, f.factor); err != nil {
+		return reader.Options{}, bad("--parallelization-factor %d with --tumbling-window-seconds %d: %v", f.factor, f.windowSeconds, err)
+	}
 	o, err := f.policy.options(f.runLength)
 	o.TargetTimeout, o.ParallelizationFactor = f.targetTimeout, f.factor
+	o.TumblingWindow = time.Duration(f.windowSeconds) * time.Second
 	return o, err
 }
 
@@ -147,6 +155,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var tgt reader.Target = printTarget(stdout)
+	if ro.TumblingWindow > 0 {
+		tgt = printWindowTarget(stdout)
+	}
 	if f.target != "" {
 		identity := f.invokeIdentity
 		if identity == "" {
@@ -247,6 +258,7 @@ func withPolicy(o, p reader.Options) reader.Options {
 	o.MaxRetryAttempts, o.MaxRecordAge, o.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
 	o.TargetTimeout, o.ParallelizationFactor = p.TargetTimeout, p.ParallelizationFactor
+	o.TumblingWindow = p.TumblingWindow
 	return o
 }
 
@@ -276,6 +288,28 @@ func printTarget(w io.Writer) reader.Target {
 				aws.ToString(r.PartitionKey), printable(r.Data))
 		}
 		return len(b.Records), nil
+	})
+}
+
+// printWindowTarget prints each record and each window's final invocation
+// to w, counting the window's records in its state.
+func printWindowTarget(w io.Writer) reader.Target {
+	return reader.WindowFunc(func(_ context.Context, b reader.WindowBatch) (int, json.RawMessage, error) {
+		var st struct {
+			Records int `json:"records,string"`
+		}
+		_ = json.Unmarshal(b.State, &st)
+		if b.Final {
+			fmt.Fprintf(w, "%s %s window %s to %s closed: %d records (terminated early: %v)\n", time.Now().Format(time.TimeOnly), b.ShardID,
+				b.Window.Start.Format(time.RFC3339), b.Window.End.Format(time.RFC3339), st.Records, b.TerminatedEarly)
+		}
+		for _, r := range b.Records {
+			fmt.Fprintf(w, "%s %s %s key=%s data=%s\n", time.Now().Format(time.TimeOnly), b.ShardID, aws.ToString(r.SequenceNumber),
+				aws.ToString(r.PartitionKey), printable(r.Data))
+		}
+		st.Records += len(b.Records)
+		out, err := json.Marshal(st)
+		return len(b.Records), out, err
 	})
 }
 

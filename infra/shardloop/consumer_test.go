@@ -460,6 +460,9 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = -5 }},
 		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = MaxParallelizationFactor + 1 }},
 		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = -1 }},
+		{"TumblingWindowInSeconds", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = 901 }},
+		{"TumblingWindowInSeconds", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = -1 }},
+		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = 60; p.ParallelizationFactor = 2 }},
 		{"PollInterval", func(p *ConsumerProps, _ awscdk.Stack) { p.PollInterval = 50 * time.Millisecond }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 15 * time.Minute }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 1500 * time.Millisecond }},
@@ -746,5 +749,29 @@ func TestNewConsumer_ParallelizationFactorReachesTheShardReader(t *testing.T) {
 	bad := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxParallelization: "many"}})
 	if _, err := PropsFromContext(bad.Node()); err == nil || !strings.Contains(err.Error(), CtxParallelization) {
 		t.Errorf("context %s=many: err = %v, want one naming the key", CtxParallelization, err)
+	}
+}
+
+// TumblingWindowInSeconds reaches the shardreader as
+// SHARDLOOP_TUMBLING_WINDOW_SECONDS, from the prop or the context key.
+func TestNewConsumer_TumblingWindowInSecondsReachesTheShardReader(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := newTestStack(app, "S")
+	p := baseProps(t)
+	p.TumblingWindowInSeconds = 120
+	if _, err := NewConsumer(stack, "C", &p); err != nil {
+		t.Fatal(err)
+	}
+	var tmpl cfn
+	if err := json.Unmarshal(templateJSON(t, stack), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
+	if env := canon(t, reader.Properties["Environment"]); !strings.Contains(env, `"SHARDLOOP_TUMBLING_WINDOW_SECONDS":"120"`) {
+		t.Errorf("shardreader environment %s lacks SHARDLOOP_TUMBLING_WINDOW_SECONDS 120", env)
+	}
+	ctx := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxTumblingWindow: "60"}})
+	if cp, err := PropsFromContext(ctx.Node()); err != nil || cp.TumblingWindowInSeconds != 60 {
+		t.Errorf("context %s=60: %+v, %v", CtxTumblingWindow, cp.TumblingWindowInSeconds, err)
 	}
 }

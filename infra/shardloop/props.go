@@ -77,6 +77,8 @@ const (
 	// ParallelizationFactor: the reader's own, Lambda's for its trigger.
 	DefaultParallelizationFactor = lambdaenv.DefaultParallelizationFactor
 	MaxParallelizationFactor     = lambdaenv.MaxParallelizationFactor
+	// MaxTumblingWindowInSeconds bounds TumblingWindowInSeconds, as Lambda's.
+	MaxTumblingWindowInSeconds = lambdaenv.MaxTumblingWindowSeconds
 )
 
 // ConsumerProps configures a Consumer. The zero value of every optional field
@@ -112,6 +114,12 @@ type ConsumerProps struct {
 	// up to ParallelizationFactor + 1 concurrent Lambda executions (its
 	// shardreader and a target invocation per lane): docs/deploy.md.
 	ParallelizationFactor int
+	// TumblingWindowInSeconds, as Lambda's: 0 (default) for none, else 1 to
+	// 900. The target then receives events.KinesisTimeWindowEvent and must
+	// answer with a state (events.KinesisTimeWindowEventResponse); the
+	// state lives in the lease table (docs/state.md). It needs a
+	// ParallelizationFactor of 1, as Lambda's trigger does.
+	TumblingWindowInSeconds int
 	// PollInterval is the wait after an empty read: at least 200 ms, default 1 s.
 	PollInterval time.Duration
 	// RunLength bounds one shardreader invocation: 5 s to 14 min, default
@@ -349,6 +357,13 @@ func (p *ConsumerProps) validate() error {
 	}
 	if f := p.ParallelizationFactor; f < 1 || f > MaxParallelizationFactor {
 		bad("ParallelizationFactor", "%d is outside 1..%d (0: the default, %d)", f, MaxParallelizationFactor, DefaultParallelizationFactor)
+	}
+	if err := lambdaenv.CheckTumblingWindow(p.TumblingWindowInSeconds, p.ParallelizationFactor); err != nil {
+		if lambdaenv.TumblingWindowLimit.Check(p.TumblingWindowInSeconds) != nil {
+			bad("TumblingWindowInSeconds", "%d is outside 0..%d (0: none)", p.TumblingWindowInSeconds, MaxTumblingWindowInSeconds)
+		} else {
+			bad("ParallelizationFactor", "%d with TumblingWindowInSeconds %d: want %s", p.ParallelizationFactor, p.TumblingWindowInSeconds, lambdaenv.TumblingWindowWant)
+		}
 	}
 	if p.PollInterval < MinPollInterval {
 		bad("PollInterval", "%v is below %v (a shard serves 5 reads per second to all its consumers)", p.PollInterval, MinPollInterval)

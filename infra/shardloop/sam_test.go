@@ -156,6 +156,22 @@ func TestSAMTemplate_PassesTheShardReadersRoleAsInvokeIdentity(t *testing.T) {
 	}
 }
 
+// The SAM parameter TumblingWindowInSeconds has the functions' bounds and
+// reaches the shardreader; a rule refuses it with more than one lane.
+func TestSAMTemplate_TumblingWindowInSecondsHasTheFunctionsBounds(t *testing.T) {
+	sam := samTemplate(t)
+	for field, want := range map[string]int{"Default": 0, "MinValue": 0, "MaxValue": lambdaenv.MaxTumblingWindowSeconds} {
+		if got := samParam(t, sam, "TumblingWindowInSeconds", field); got != strconv.Itoa(want) {
+			t.Errorf("parameter TumblingWindowInSeconds %s = %s, want %d", field, got, want)
+		}
+	}
+	for _, want := range []string{"SHARDLOOP_TUMBLING_WINDOW_SECONDS: !Ref TumblingWindowInSeconds", `Assert: !Equals [!Ref ParallelizationFactor, "1"]`} {
+		if !strings.Contains(sam, want) {
+			t.Errorf("template/template.yaml lacks %q", want)
+		}
+	}
+}
+
 // The SAM parameter ParallelizationFactor has the reader's bounds and
 // reaches the shardreader, as the construct's prop does.
 func TestSAMTemplate_ParallelizationFactorHasTheReadersBounds(t *testing.T) {

@@ -75,6 +75,7 @@ const (
 	CtxDeaggregate       = "deaggregate"
 	CtxParallelization   = "parallelizationFactor"
 	CtxPerShardLag       = "perShardLagMetric"
+	CtxTumblingWindow    = "tumblingWindowInSeconds"
 )
 
 // PropsFromContext reads ConsumerProps from CDK context. An empty value
@@ -171,6 +172,7 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	duration(CtxBatchingWindow, &p.BatchingWindow)
 	boolean(CtxDeaggregate, &p.Deaggregate)
 	integer(CtxParallelization, &p.ParallelizationFactor)
+	integer(CtxTumblingWindow, &p.TumblingWindowInSeconds)
 	boolean(CtxPerShardLag, &p.PerShardLagMetric)
 	return p, errors.Join(errs...)
 }

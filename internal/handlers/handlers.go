@@ -108,7 +108,7 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 	p := env.ReaderPolicy()
 	opts.MaxRetryAttempts, opts.MaxRecordAge, opts.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	opts.BatchingWindow, opts.Deaggregate, opts.TargetTimeout = p.BatchingWindow, p.Deaggregate, p.TargetTimeout
-	opts.ParallelizationFactor = p.ParallelizationFactor
+	opts.ParallelizationFactor, opts.TumblingWindow = p.ParallelizationFactor, p.TumblingWindow
 	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
 		return nil, err
 	}

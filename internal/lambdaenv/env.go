@@ -46,6 +46,9 @@ const (
 	// shard's records concurrently (1 to 10, default 1), as Lambda's
 	// ParallelizationFactor.
 	VarParallelizationFactor = "SHARDLOOP_PARALLELIZATION_FACTOR"
+	// VarTumblingWindow is a tumbling window in seconds (0 to 900, default
+	// 0: none), as Lambda's TumblingWindowInSeconds.
+	VarTumblingWindow = "SHARDLOOP_TUMBLING_WINDOW_SECONDS"
 
 	// VarPerShardLag, "true", publishes MillisBehindLatest per shard (the
 	// Shard dimension) besides the stream's maximum: one more CloudWatch
@@ -118,6 +121,8 @@ type Reader struct {
 	Deaggregate    bool
 	// ParallelizationFactor: 1 (default) to reader.MaxParallelizationFactor.
 	ParallelizationFactor int
+	// TumblingWindow: 0 (none, default) or 1 s to 900 s.
+	TumblingWindow time.Duration
 	// PerShardLag: SHARDLOOP_PER_SHARD_LAG is "true".
 	PerShardLag bool
 }
@@ -134,6 +139,7 @@ func (r Reader) ReaderPolicy() reader.Options {
 		TargetTimeout:    r.knownTargetTimeout(),
 
 		ParallelizationFactor: r.ParallelizationFactor,
+		TumblingWindow:        r.TumblingWindow,
 	}
 }
 
@@ -277,6 +283,12 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		if _, err := reader.ParseDestinationARN(r.OnFailure); err != nil {
 			e.errs = append(e.errs, &Error{Var: VarOnFailure, Value: r.OnFailure, Want: reader.DestinationForms + ", or empty"})
 		}
+	}
+	if secs := e.intIn(VarTumblingWindow, 0, TumblingWindowLimit); secs > 0 {
+		if err := CheckTumblingWindow(secs, r.ParallelizationFactor); err != nil {
+			e.errs = append(e.errs, &Error{Var: VarParallelizationFactor, Value: getenv(VarParallelizationFactor), Want: TumblingWindowWant + " (" + VarTumblingWindow + " = " + getenv(VarTumblingWindow) + ")"})
+		}
+		r.TumblingWindow = time.Duration(secs) * time.Second
 	}
 	r.TargetTimeoutKnown = getenv(VarTargetTimeout) != ""
 	if r.TargetTimeoutKnown && r.RunLength > 0 && r.TargetTimeout >= r.RunLength {

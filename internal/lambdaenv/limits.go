@@ -73,6 +73,12 @@ const (
 	// the reader's own, Lambda's bounds for its trigger.
 	DefaultParallelizationFactor = reader.DefaultParallelizationFactor
 	MaxParallelizationFactor     = reader.MaxParallelizationFactor
+	// MaxTumblingWindowSeconds bounds a tumbling window in seconds
+	// (SHARDLOOP_TUMBLING_WINDOW_SECONDS, run --tumbling-window-seconds, the
+	// construct's TumblingWindowInSeconds, the SAM parameter): 1 to 900 as
+	// Lambda's TumblingWindowInSeconds, 0 (the default) for none. A window
+	// needs a parallelization factor of 1 (CheckTumblingWindow).
+	MaxTumblingWindowSeconds = int(reader.MaxTumblingWindow / time.Second)
 	// MinTargetTimeout and MaxTargetTimeout bound the target's timeout as
 	// configured (Lambda allows 1 s to 15 min); the default is the maximum.
 	MinTargetTimeout = time.Second
@@ -164,7 +170,25 @@ var (
 	// ParallelizationFactorLimit bounds the lanes of one shard, as Lambda
 	// bounds its trigger's ParallelizationFactor.
 	ParallelizationFactorLimit = IntLimit{Min: 1, Max: MaxParallelizationFactor, Why: "lanes delivering one shard concurrently, as Lambda's ParallelizationFactor"}
+	// TumblingWindowLimit bounds a tumbling window in seconds.
+	TumblingWindowLimit = IntLimit{Min: 0, Max: MaxTumblingWindowSeconds, Why: "seconds, as Lambda's TumblingWindowInSeconds; 0: no windows"}
 )
+
+// TumblingWindowWant is what CheckTumblingWindow wants of the
+// parallelization factor.
+const TumblingWindowWant = "a parallelization factor of 1 with a tumbling window: a window's state is one per shard, and Lambda's trigger refuses ParallelizationFactor above 1 with TumblingWindowInSeconds"
+
+// CheckTumblingWindow checks a tumbling window (seconds) and the
+// parallelization factor it goes with.
+func CheckTumblingWindow(seconds, factor int) error {
+	if err := TumblingWindowLimit.Check(seconds); err != nil {
+		return err
+	}
+	if seconds > 0 && factor != 1 {
+		return &WantError{Want: TumblingWindowWant}
+	}
+	return nil
+}
 
 // StartForms are the start positions ParseStart reads.
 const StartForms = "latest, horizon, timestamp:<unix ms or RFC 3339 time> or sequence:<shard id>:<sequence number>"

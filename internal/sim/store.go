@@ -394,3 +394,34 @@ func (s *store) Leave(ctx context.Context, stream, runner string, counter int64)
 		return s.t.inner.Leave(ctx, stream, runner, counter)
 	})
 }
+
+// CheckpointWindow implements lease.Store: a checkpoint, for the checker,
+// that carries a tumbling window.
+func (s *store) CheckpointWindow(ctx context.Context, stream, shardID, owner string, win lease.Window) error {
+	err := s.call(ctx, "checkpoint", stream, shardID, true, func() error {
+		win.Seq = s.sabotageCheckpoint(shardID, owner, win.Seq)
+		if err := s.t.inner.CheckpointWindow(ctx, stream, shardID, owner, win); err != nil {
+			return err
+		}
+		w := s.t.w
+		w.tr.add(w.shardName(shardID), owner, "checkpoint %s with its window", short(win.Seq))
+		if l, err := s.t.inner.Get(ctx, stream, shardID); err == nil {
+			w.chk.checkpoint(runKey(invocationOf(ctx), owner), owner, l, win.Seq)
+		}
+		return nil
+	})
+	if err == errNotWritten {
+		s.t.w.chk.checkpointFailed(runKey(invocationOf(ctx), owner), owner, shardID, win.Seq)
+	}
+	return err
+}
+
+// GetWindow implements lease.Store.
+func (s *store) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	var out lease.Window
+	err := s.call(ctx, "get window", stream, shardID, false, func() (err error) {
+		out, err = s.t.inner.GetWindow(ctx, stream, shardID)
+		return err
+	})
+	return out, err
+}

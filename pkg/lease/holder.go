@@ -284,6 +284,27 @@ func (h *Holder) Checkpoint(ctx context.Context, seq string) (Lease, error) {
 	return l, err
 }
 
+// CheckpointWindow writes w.Seq as the checkpoint together with the
+// tumbling window w (Store.CheckpointWindow), under the same rules as
+// Checkpoint.
+func (h *Holder) CheckpointWindow(ctx context.Context, w Window) error {
+	h.mu.Lock()
+	before := h.settled
+	h.mu.Unlock()
+	_, err := h.write(ctx, func() (Lease, error) {
+		return Lease{}, h.o.Store.CheckpointWindow(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, w)
+	})
+	if err == nil {
+		h.mu.Lock()
+		h.written = w.Seq
+		if h.settled == before {
+			h.settled = w.Seq
+		}
+		h.mu.Unlock()
+	}
+	return err
+}
+
 // Settle records seq as settled, to be written with the next renewal in one
 // lease write (coalescing checkpoints with renewals, so a busy shard costs
 // the writes an idle one does). It writes nothing itself; Flush writes what

@@ -183,6 +183,18 @@ type Store interface {
 	// and takes the runner off the stream's runners. It fails with ErrHeld
 	// when the counter moved. Leaving twice is not an error.
 	Leave(ctx context.Context, stream, runner string, counter int64) error
+	// CheckpointWindow records w.Seq as the checkpoint, as Checkpoint does,
+	// and w as the shard's tumbling window, in one conditional write: the
+	// window state and the checkpoint it belongs to are durable together or
+	// not at all. It fails with ErrNotOwner (another owner, or the lease was
+	// revoked), leaving the previous window as it was, and with ErrInvalid
+	// for a state over MaxWindowState.
+	CheckpointWindow(ctx context.Context, stream, shardID, owner string, w Window) error
+	// GetWindow reads the shard's window as last recorded by
+	// CheckpointWindow, strongly consistent, or fails with ErrNotFound. Its
+	// Seq may be behind the row's checkpoint (a checkpoint written without
+	// a window, a reset, a new start): then it describes other records.
+	GetWindow(ctx context.Context, stream, shardID string) (Window, error)
 }
 
 // Start is what SetStart records on a shard's row.

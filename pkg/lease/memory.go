@@ -16,6 +16,8 @@ type MemoryStore struct {
 	rows map[string]Lease
 	gens map[string]Generation           // by stream
 	hbs  map[string]map[string]Heartbeat // by stream, then runner
+	// windows are the shards' tumbling windows, by lease key.
+	windows map[string]Window
 }
 
 var (
@@ -34,7 +36,7 @@ func NewMemoryStore(optFns ...func(*Options)) (*MemoryStore, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &MemoryStore{opts: o, rows: map[string]Lease{}, gens: map[string]Generation{}, hbs: map[string]map[string]Heartbeat{}}, nil
+	return &MemoryStore{opts: o, rows: map[string]Lease{}, gens: map[string]Generation{}, hbs: map[string]map[string]Heartbeat{}, windows: map[string]Window{}}, nil
 }
 
 func clone(l Lease) Lease {

@@ -44,9 +44,13 @@ type readOut struct {
 	// behind: the shard holds more than the read returned (a full read, or
 	// MillisBehindLatest > 0), so reading ahead of the lanes pays.
 	behind bool
-	end    bool   // the shard is read to its end: no next iterator
-	stop   Reason // ReasonReadErrors: the run must end and let the lease go
-	none   bool   // nothing was read: the run is stopping
+	end    bool // the shard is read to its end: no next iterator
+	// tipAt is Kinesis's time of a read that returned nothing at the tip
+	// (the Date of its answer; the host's clock when there is none), for
+	// closing a tumbling window; zero otherwise.
+	tipAt time.Time
+	stop  Reason // ReasonReadErrors: the run must end and let the lease go
+	none  bool   // nothing was read: the run is stopping
 }
 
 // read returns the next records: it reopens when there is no iterator (or
@@ -117,10 +121,18 @@ func (c *cursor) read(waits context.Context, limit int32) readOut {
 			return readOut{recs: recs, iterIn: iterIn, issuedIn: issuedIn, end: true}
 		}
 		c.iter, c.issued = *next, issued
+		var tipAt time.Time
+		if len(recs) == 0 && aws.ToInt64(out.MillisBehindLatest) == 0 {
+			if at, known := shards.ServerTime(out.ResultMetadata); known {
+				tipAt = at
+			} else {
+				tipAt = r.o.Clock()
+			}
+		}
 		if len(recs) == 0 {
 			r.waitCtx(waits, r.o.PollInterval)
 		}
-		return readOut{recs: recs, iterIn: iterIn, issuedIn: issuedIn, behind: behind}
+		return readOut{recs: recs, iterIn: iterIn, issuedIn: issuedIn, behind: behind, tipAt: tipAt}
 	}
 }
 

@@ -73,6 +73,14 @@
 //     paced within the shard's limits, 5 GetRecords calls and 2 MiB a
 //     second (counted from the answers), whatever the factor or batch size.
 //
+// With TumblingWindow (Lambda's TumblingWindowInSeconds, 1 to 900 s, one
+// lane) the Target is a WindowTarget: each shard's records are grouped by
+// arrival time into windows, a batch never spans two, each invocation gets
+// the state the previous one of its window returned, and a final
+// invocation closes each window (early at a shard's end). The state is
+// written beside the lease row in the checkpoint's own conditional write
+// (lease.Store.CheckpointWindow), never in the State payload (window.go).
+//
 // LambdaTarget invokes a function with exactly the event Lambda's own
 // Kinesis trigger sends and reads batchItemFailures from its answer;
 // FuncTarget is an in-process Go function.

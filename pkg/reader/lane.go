@@ -25,6 +25,8 @@ type lane struct {
 	// fail is the lane's failing delivery now (FailingSeq "" when none);
 	// read by the run once the lane has stopped.
 	fail Failure
+	// win is the lane's tumbling window (window.go), with TumblingWindow.
+	win winState
 }
 
 // laneEvent is what a lane tells the run.
@@ -34,6 +36,9 @@ type laneEvent struct {
 	failing bool   // a delivery of the batch failed (the lane is retrying)
 	done    bool   // the batch is over
 	ok      bool   // ... with every unit settled
+	// win is the lane's tumbling window after the units settled (or its
+	// final invocation); nil without windows.
+	win *winState
 }
 
 func (l *lane) loop() {
@@ -68,6 +73,14 @@ type span struct{ lo, hi int }
 // Units older than MaxRecordAge are given up before any delivery.
 func (l *lane) deliver(us []unit) bool {
 	r := l.r
+	if r.windowed() {
+		if !l.enterWindow(us) {
+			return false
+		}
+		if len(us) == 0 {
+			return true
+		}
+	}
 	began := r.o.Clock()
 	limit := r.o.retryLimit()
 
@@ -120,7 +133,7 @@ func (l *lane) deliver(us []unit) bool {
 			return false
 		}
 		b := r.batch(us[cur.lo:cur.hi])
-		n, err := r.o.Target.Deliver(r.ctx, b)
+		n, err := l.invoke(b)
 		k, nrec := settledUnits(us[cur.lo:cur.hi], max(0, min(n, len(b.Records))))
 		if k > 0 {
 			r.delivered.Add(int64(nrec))
@@ -225,7 +238,7 @@ func (l *lane) settled(us []unit) {
 			}
 		}
 	}
-	l.send(laneEvent{lane: l.id, settled: us})
+	l.send(laneEvent{lane: l.id, settled: us, win: l.snapshot()})
 }
 
 // giveUp gives us up: it sends their on-failure record to the destination

@@ -139,6 +139,15 @@ type Options struct {
 	// then delivers them as one batch. At most MaxBatchingWindow. 0: deliver
 	// what each read returned (default).
 	BatchingWindow time.Duration
+	// TumblingWindow, when positive, groups each shard's records into
+	// tumbling windows of this length by arrival time, as Lambda's
+	// TumblingWindowInSeconds: the Target must be a WindowTarget, which
+	// gets each window's state with its batches and returns the next, and a
+	// final invocation when the window is over. Whole seconds, 1 s to
+	// MaxTumblingWindow; ParallelizationFactor must be 1. Checkpoints are
+	// then written with the window's state, at once, not on the renewals.
+	// 0: no windows (default).
+	TumblingWindow time.Duration
 	// Deaggregate decodes KPL-aggregated records into their user records
 	// (Batch.Subs tells them apart); a corrupt one is still reported as an
 	// AggregatedRecordError. false: aggregated records are reported and
@@ -273,7 +282,7 @@ func (o *Options) validate() error {
 	case o.BatchingWindow < 0 || o.BatchingWindow > MaxBatchingWindow:
 		return bad("BatchingWindow", o.BatchingWindow, "0 to "+MaxBatchingWindow.String())
 	}
-	return nil
+	return o.validateWindow()
 }
 
 // RetryAttempts returns a MaxRetryAttempts of n: nil (no limit) when n is

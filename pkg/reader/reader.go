@@ -106,6 +106,11 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 			r.ahead = ahead{}
 		}
 	}
+	if o.TumblingWindow > 0 {
+		if err := r.loadWindow(ctx); err != nil {
+			return in, err
+		}
+	}
 	r.carriedIn = map[string]Failure{}
 	r.carriedLane = map[string]int{}
 	for i, l := range st.Lanes {
@@ -170,6 +175,13 @@ type run struct {
 	failedAt   string // the last checkpoint write that failed (not a lost lease)
 	settledIn  map[string]bool
 	cursorBusy bool // a read was asked for and its answer not taken
+
+	// Tumbling windows (window.go), owned by schedule: the lane's window as
+	// of its last event, the generations of it written and last failed, and
+	// Kinesis's time of the last read that found the shard at its tip.
+	win                   winState
+	winWritten, winFailed int
+	tipAt                 time.Time
 }
 
 // laneBook is what the schedule knows of one lane.
@@ -317,7 +329,7 @@ func (r *run) schedule() outcome {
 		}
 	})
 	for i := range r.factor {
-		l := &lane{r: r, id: i, work: make(chan []unit, 1)}
+		l := &lane{r: r, id: i, work: make(chan []unit, 1), win: r.win}
 		r.lanes = append(r.lanes, l)
 		wg.Go(l.loop)
 	}
@@ -336,27 +348,27 @@ func (r *run) schedule() outcome {
 		default:
 		}
 	}()
-	coalesce := !r.o.EagerCheckpoints && r.holder.Coalesces()
+	coalesce := !r.o.EagerCheckpoints && r.holder.Coalesces() && !r.windowed()
 	checkpoint := func() {
 		if coalesce {
 			// The next renewal writes what settled (Holder.Settle); what it
 			// wrote is what the row has.
 			if w := r.holder.Written(); w != "" && w != r.written {
-				r.checkpointed(ckResult{w, nil})
+				r.checkpointed(ckResult{seq: w})
 			}
 			if r.want != r.written && !r.lost() {
 				r.holder.Settle(r.want)
 			}
 			return
 		}
-		if ckBusy || r.want == r.written || r.want == r.failedAt || r.lost() {
+		if ckBusy || !r.ckDue() || r.lost() {
 			return
 		}
 		ckBusy = true
-		seq := r.want
+		seq, w := r.want, r.win
 		wg.Go(func() {
-			_, err := r.holder.Checkpoint(r.ctx, seq)
-			ckDone <- ckResult{seq, err}
+			err := r.writeCheckpoint(r.ctx, seq, w)
+			ckDone <- ckResult{seq: seq, gen: w.gen, err: err}
 		})
 	}
 
@@ -412,6 +424,9 @@ func (r *run) schedule() outcome {
 				r.halt.Store(true)
 			case out.none:
 			default:
+				if !out.tipAt.IsZero() {
+					r.tipAt = out.tipAt
+				}
 				r.took(out)
 				if out.end {
 					ended = true
@@ -536,10 +551,15 @@ func (r *run) took(out readOut) {
 func (r *run) dispatch() {
 	for i := range r.book {
 		b := &r.book[i]
+		if r.windowDue(b) {
+			b.sent, b.busy, b.failing = 0, true, false
+			r.lanes[i].work <- []unit{} // the window's final invocation
+			continue
+		}
 		if b.busy || b.stopped || len(b.q) == 0 {
 			continue
 		}
-		n := min(len(b.q), int(r.o.BatchSize))
+		n := r.windowCut(b.q[:min(len(b.q), int(r.o.BatchSize))])
 		batch := slices.Clone(b.q[:n])
 		b.sent, b.busy, b.failing = n, true, false
 		for _, u := range batch {
@@ -562,6 +582,9 @@ func (r *run) touch(idx int) {
 
 func (r *run) laneEvent(ev laneEvent) {
 	b := &r.book[ev.lane]
+	if ev.win != nil {
+		r.win = *ev.win
+	}
 	if n := len(ev.settled); n > 0 {
 		for _, u := range ev.settled {
 			r.led.settle(u.idx)
@@ -611,6 +634,7 @@ func (r *run) lanesIdle() bool {
 
 type ckResult struct {
 	seq string
+	gen int // the window generation written with it
 	err error
 }
 
@@ -618,6 +642,7 @@ type ckResult struct {
 // than a lost lease leaves the records settled and the row behind: the next
 // checkpoint writes past them.
 func (r *run) checkpointed(res ckResult) {
+	r.windowWritten(res)
 	switch {
 	case res.err == nil:
 		if r.written == "" || seqLess(r.written, res.seq) || r.written == lease.ShardEnd {
@@ -635,13 +660,13 @@ func (r *run) checkpointed(res ckResult) {
 // with one bounded try even after the run's context ended (the hard
 // deadline): the settled records deserve it.
 func (r *run) flush() {
-	if r.want == r.written || r.lost() {
+	if !r.behind() || r.lost() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.o.RenewInterval)
 	defer cancel()
-	_, err := r.holder.Checkpoint(ctx, r.want)
-	r.checkpointed(ckResult{r.want, err})
+	err := r.writeCheckpoint(ctx, r.want, r.win)
+	r.checkpointed(ckResult{seq: r.want, gen: r.win.gen, err: err})
 }
 
 // lost reports whether the lease was lost or lapsed: nothing more may be
@@ -718,6 +743,9 @@ func (r *run) finish() State {
 // called), releases the lease and nudges the coordinator.
 func (r *run) shardEnd(parent context.Context, write bool) State {
 	if write {
+		if !r.closeAtShardEnd() {
+			return r.finish() // the next run sees the end again and closes the window then
+		}
 		r.flush() // the last records' checkpoint first, as when reading one batch after another
 		for attempt := 1; ; attempt++ {
 			if r.lost() {
@@ -751,9 +779,9 @@ func (r *run) release(parent context.Context, reason Reason) State {
 	if r.stopRenew != nil {
 		r.stopRenew() // a renewal after the release would read as a lost lease
 	}
-	if r.want != r.written && r.want != "" && !r.lost() {
-		_, err := r.holder.Checkpoint(r.ctx, r.want)
-		r.checkpointed(ckResult{r.want, err})
+	if r.behind() && r.want != "" && !r.lost() {
+		err := r.writeCheckpoint(r.ctx, r.want, r.win)
+		r.checkpointed(ckResult{seq: r.want, gen: r.win.gen, err: err})
 	}
 	if !r.lost() {
 		if err := r.holder.Release(context.WithoutCancel(parent)); err != nil {

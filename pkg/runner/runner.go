@@ -14,6 +14,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -326,6 +327,9 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	opts.Kinesis = r.opts.Kinesis
 	opts.Store = deadStore{Store: r.opts.Store, ks: lp.killed}
 	opts.Target = deadTarget{Target: r.opts.Reader.Target, ks: lp.killed}
+	if _, ok := r.opts.Reader.Target.(reader.WindowTarget); ok {
+		opts.Target = deadWindowTarget{opts.Target.(deadTarget)}
+	}
 	opts.Nudge = func(context.Context) { r.coord.Nudge() }
 	opts.Yield = lp.yield
 	st := reader.State{Stream: lp.info.Stream, StreamARN: lp.info.StreamARN, ShardID: lp.info.ShardID, Owner: lp.info.Owner}
@@ -498,4 +502,14 @@ func (d deadTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 		return 0, errKilled
 	}
 	return d.Target.Deliver(ctx, b)
+}
+
+// deadWindowTarget is a deadTarget over a reader.WindowTarget.
+type deadWindowTarget struct{ deadTarget }
+
+func (d deadWindowTarget) DeliverWindow(ctx context.Context, b reader.WindowBatch) (int, json.RawMessage, error) {
+	if d.ks.dead() {
+		return 0, nil, errKilled
+	}
+	return d.Target.(reader.WindowTarget).DeliverWindow(ctx, b)
 }

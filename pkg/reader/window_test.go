@@ -1,0 +1,311 @@
+package reader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+// invocation is one call a windowCounter received.
+type invocation struct {
+	start, end   time.Time
+	data         []string
+	in           map[string]string
+	final, early bool
+}
+
+// windowCounter is a stock tumbling-window handler: it counts the window's
+// records in its state ({"count": "<n>"}, strings as aws-lambda-go's
+// map[string]string wants) and keeps every invocation it got.
+type windowCounter struct {
+	mu    sync.Mutex
+	calls []invocation
+	// noState, when set, makes the answer to call i (from 0) carry no state.
+	noState func(i int) bool
+}
+
+func (w *windowCounter) DeliverWindow(ctx context.Context, b WindowBatch) (int, json.RawMessage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inv := invocation{start: b.Window.Start, end: b.Window.End, final: b.Final, early: b.TerminatedEarly, in: map[string]string{}}
+	if err := json.Unmarshal(b.State, &inv.in); err != nil {
+		return 0, nil, err
+	}
+	for _, r := range b.Records {
+		inv.data = append(inv.data, string(r.Data))
+	}
+	i := len(w.calls)
+	w.calls = append(w.calls, inv)
+	if w.noState != nil && w.noState(i) {
+		return len(b.Records), nil, nil
+	}
+	n, _ := strconv.Atoi(inv.in["count"])
+	out, _ := json.Marshal(map[string]string{"count": strconv.Itoa(n + len(b.Records))})
+	return len(b.Records), out, nil
+}
+
+func (w *windowCounter) Deliver(context.Context, Batch) (int, error) {
+	return 0, errors.New("windowCounter needs a window")
+}
+
+func (w *windowCounter) all() []invocation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]invocation(nil), w.calls...)
+}
+
+func (w *windowCounter) finals() []invocation {
+	var out []invocation
+	for _, c := range w.all() {
+		if c.final {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func memWindowOpts(m *memStream, tgt Target, window time.Duration) Options {
+	return Options{
+		Kinesis: m.k, Store: m.store, Target: tgt, TumblingWindow: window,
+		BatchSize: 2, PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second,
+		RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+	}
+}
+
+// TestTumblingWindow_StateCarriesAcrossInvocationsAndAFinalInvokeClosesEachWindow:
+// records of two windows read at once are delivered in batches that never
+// span the two; each invocation gets the state the previous one of its
+// window returned; the first window's final invocation (no records, its
+// last state) comes before the second window's first batch, which starts
+// from {}; the second window is closed on time once the shard is read at its
+// tip after its end.
+func TestTumblingWindow_StateCarriesAcrossInvocationsAndAFinalInvokeClosesEachWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 3)
+		time.Sleep(2500 * time.Millisecond) // into the next 2 s window
+		m.put(t, []string{"b"}, 2)
+		tgt := &windowCounter{}
+		st, err := Run(t.Context(), memWindowOpts(m, tgt, 2*time.Second), m.state("A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reason != ReasonContinue {
+			t.Fatalf("reason %s", st.Reason)
+		}
+		calls := tgt.all()
+		want := []struct {
+			records int
+			count   string // the state in
+			final   bool
+		}{{2, "", false}, {1, "2", false}, {0, "3", true}, {2, "", false}, {0, "2", true}}
+		if len(calls) != len(want) {
+			t.Fatalf("%d invocations, want %d: %+v", len(calls), len(want), calls)
+		}
+		for i, w := range want {
+			c := calls[i]
+			if len(c.data) != w.records || c.in["count"] != w.count || c.final != w.final || c.early {
+				t.Fatalf("invocation %d = %+v, want %d records, state in count %q, final %v", i, c, w.records, w.count, w.final)
+			}
+			if c.end.Sub(c.start) != 2*time.Second || c.start.UnixMilli()%2000 != 0 {
+				t.Fatalf("invocation %d window %s-%s, want 2 s aligned on the epoch", i, c.start, c.end)
+			}
+		}
+		if !calls[3].start.After(calls[0].start) {
+			t.Fatalf("second window %s not after the first %s", calls[3].start, calls[0].start)
+		}
+		// The last record's checkpoint is on the row, with the closed window.
+		w, err := m.store.GetWindow(t.Context(), m.stream, m.shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Seq != m.seqs[4] || !w.Closed || w.State != nil || st.Checkpoint != m.seqs[4] {
+			t.Fatalf("window on the row = %+v (checkpoint %s), want the last record's, closed", w, st.Checkpoint)
+		}
+	})
+}
+
+// TestTumblingWindow_ASplitEndsTheWindowEarly: a shard that ends (a split)
+// before its window does gets the window's final invocation with
+// isWindowTerminatedEarly, then SHARD_END.
+func TestTumblingWindow_ASplitEndsTheWindowEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 3)
+		m.close(t)
+		tgt := &windowCounter{}
+		st, err := Run(t.Context(), memWindowOpts(m, tgt, 15*time.Minute), m.state("A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reason != ReasonShardEnd {
+			t.Fatalf("reason %s, want shard_end", st.Reason)
+		}
+		fs := tgt.finals()
+		if len(fs) != 1 || !fs[0].early || fs[0].in["count"] != "3" || len(fs[0].data) != 0 {
+			t.Fatalf("finals = %+v, want one, terminated early, with count 3", fs)
+		}
+		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Checkpoint != lease.ShardEnd {
+			t.Fatalf("checkpoint %q, want SHARD_END", row.Checkpoint)
+		}
+	})
+}
+
+// TestTumblingWindow_AnAnswerWithoutStateIsAFailure: an answer without a
+// state fails the invocation (as Lambda's trigger counts it): nothing
+// settles, and the records are delivered again with the state as it was.
+func TestTumblingWindow_AnAnswerWithoutStateIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 2)
+		tgt := &windowCounter{noState: func(i int) bool { return i == 0 }}
+		var hooks recHooks
+		o := memWindowOpts(m, tgt, 15*time.Minute)
+		o.Hooks = &hooks
+		if _, err := Run(t.Context(), o, m.state("A")); err != nil {
+			t.Fatal(err)
+		}
+		calls := tgt.all()
+		if len(calls) != 2 || len(calls[0].data) != 2 || len(calls[1].data) != 2 || calls[1].in["count"] != "" {
+			t.Fatalf("invocations %+v, want the same two records twice, both from {}", calls)
+		}
+		w, err := m.store.GetWindow(t.Context(), m.stream, m.shard)
+		if err != nil || string(w.State) != `{"count":"2"}` || w.Seq != m.seqs[1] {
+			t.Fatalf("window %+v (%v), want count 2 at the last record", w, err)
+		}
+	})
+}
+
+// TestTumblingWindow_LambdaAnswerWithoutStateIsAFailure: the Lambda target
+// refuses an answer with no state, a null one or one that is not an object,
+// and reads one that has it.
+func TestTumblingWindow_LambdaAnswerWithoutStateIsAFailure(t *testing.T) {
+	b := WindowBatch{Batch: Batch{ShardID: "shardId-000000000000", StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s"},
+		Window: Window{Start: time.Unix(1800000000, 0), End: time.Unix(1800000060, 0)}, State: json.RawMessage(`{}`)}
+	for _, c := range []struct {
+		answer string
+		ok     bool
+	}{
+		{``, false}, {`{}`, false}, {`{"batchItemFailures":[]}`, false}, {`{"state":null}`, false}, {`{"state":[1]}`, false},
+		{`{"state":{}}`, true}, {`{"state":{"1":"282"},"batchItemFailures":[]}`, true},
+	} {
+		var sent []byte
+		tgt, err := NewLambdaTarget(invokeFunc(func(_ context.Context, in *lambda.InvokeInput) (*lambda.InvokeOutput, error) {
+			sent = in.Payload
+			return &lambda.InvokeOutput{StatusCode: 200, Payload: []byte(c.answer)}, nil
+		}), "f", func(o *LambdaOptions) { o.Region = "us-east-1" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, state, err := tgt.DeliverWindow(t.Context(), b)
+		if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNoState)) {
+			t.Fatalf("answer %q: state %s, err %v; want ok %v (else ErrNoState)", c.answer, state, err, c.ok)
+		}
+		want := `{"Records":[],"window":{"start":"2027-01-15T08:00:00Z","end":"2027-01-15T08:01:00Z"},"state":{},"shardId":"shardId-000000000000",` +
+			`"eventSourceARN":"arn:aws:kinesis:us-east-1:123456789012:stream/s","isFinalInvokeForWindow":false,"isWindowTerminatedEarly":false}`
+		if string(sent) != want {
+			t.Fatalf("payload\n%s\nwant\n%s", sent, want)
+		}
+	}
+}
+
+// TestTumblingWindow_BadSettingsFailValidationNamingTheField: a window
+// outside 1 s to 900 s, or not whole seconds, and the combinations Lambda's
+// trigger refuses, are refused before anything is read.
+func TestTumblingWindow_BadSettingsFailValidationNamingTheField(t *testing.T) {
+	m := newMemStream(t)
+	for _, c := range []struct {
+		window time.Duration
+		factor int
+		target Target
+		field  string
+	}{
+		{901 * time.Second, 1, &windowCounter{}, "TumblingWindow"},
+		{-time.Second, 1, &windowCounter{}, "TumblingWindow"},
+		{1500 * time.Millisecond, 1, &windowCounter{}, "TumblingWindow"},
+		{time.Minute, 2, &windowCounter{}, "ParallelizationFactor"},
+		{time.Minute, 1, FuncTarget(func(context.Context, Batch) (int, error) { return 0, nil }), "Target"},
+	} {
+		o := memWindowOpts(m, c.target, c.window)
+		o.ParallelizationFactor = c.factor
+		_, err := Run(t.Context(), o, m.state("A"))
+		var ie *InvalidError
+		if !errors.As(err, &ie) || ie.Field != c.field {
+			t.Fatalf("window %s factor %d: err %v, want an InvalidError naming %s", c.window, c.factor, err, c.field)
+		}
+	}
+	for _, w := range []time.Duration{time.Second, MaxTumblingWindow} {
+		o := memWindowOpts(m, &windowCounter{}, w)
+		o.setDefaults()
+		if err := o.validate(); err != nil {
+			t.Fatalf("window %s refused: %v", w, err)
+		}
+	}
+}
+
+// TestTumblingWindow_StateSurvivesRunsAndATakeover runs on kinesis-local and
+// dynalite: the state a run leaves in the table is what the loop's next
+// run, and then another owner after a takeover, resume the window with.
+func TestTumblingWindow_StateSurvivesRunsAndATakeover(t *testing.T) {
+	e := newEnv(t, 1)
+	shard := e.shards[0]
+	e.setStart(t, shard, "horizon")
+	// Keep clear of a 15-minute window's end, so all of it is one window.
+	if left := MaxTumblingWindow - time.Duration(time.Now().UnixMilli()%MaxTumblingWindow.Milliseconds())*time.Millisecond; left < 20*time.Second {
+		time.Sleep(left + time.Second)
+	}
+	tgt := &windowCounter{}
+	o := e.opts(tgt)
+	o.TumblingWindow = MaxTumblingWindow
+	o.BatchSize = 2
+	counted := func(n int) func() bool {
+		return func() bool {
+			w, err := e.store.GetWindow(t.Context(), e.stream, shard)
+			return err == nil && string(w.State) == `{"count":"`+strconv.Itoa(n)+`"}`
+		}
+	}
+
+	e.putN(t, "a", 3)
+	st := runUntil(t, o, e.state(shard, "A"), counted(3))
+	e.putN(t, "b", 2)
+	st = runUntil(t, o, st, counted(5)) // the loop's next runs
+	if st.Checkpoint == "" || !st.Continue {
+		t.Fatalf("state %+v", st)
+	}
+	// A takeover: A's row is released, B (a loop of its own, with nothing
+	// in its payload) takes it and resumes after the checkpoint with the
+	// state that belongs to it.
+	row := e.row(t, shard)
+	if err := e.store.Release(t.Context(), e.stream, shard, row.Owner); err != nil {
+		t.Fatal(err)
+	}
+	e.putN(t, "c", 1)
+	runUntil(t, o, e.state(shard, "B"), counted(6))
+
+	var ins []string
+	for _, c := range tgt.all() {
+		if c.final {
+			t.Fatalf("a final invocation in one open window: %+v", c)
+		}
+		ins = append(ins, c.in["count"])
+	}
+	// Batches of at most 2: 3 records (0, 2), 2 more (3), then B's one (5).
+	want := []string{"", "2", "3", "5"}
+	if len(ins) != len(want) {
+		t.Fatalf("states in %q, want %q", ins, want)
+	}
+	for i := range want {
+		if ins[i] != want[i] {
+			t.Fatalf("states in %q, want %q", ins, want)
+		}
+	}
+}
