@@ -46,6 +46,10 @@ const (
 	// shard's records concurrently (1 to 10, default 1), as Lambda's
 	// ParallelizationFactor.
 	VarParallelizationFactor = "SHARDLOOP_PARALLELIZATION_FACTOR"
+	// VarFilterCriteria is event filtering: a FilterCriteria in the JSON of
+	// Lambda's API, {"Filters": [{"Pattern": "..."}]}, at most MaxFilters
+	// patterns. Unset or empty: every record is delivered.
+	VarFilterCriteria = "SHARDLOOP_FILTER_CRITERIA"
 
 	// VarPerShardLag, "true", publishes MillisBehindLatest per shard (the
 	// Shard dimension) besides the stream's maximum: one more CloudWatch
@@ -118,6 +122,8 @@ type Reader struct {
 	Deaggregate    bool
 	// ParallelizationFactor: 1 (default) to reader.MaxParallelizationFactor.
 	ParallelizationFactor int
+	// Filters are the patterns of SHARDLOOP_FILTER_CRITERIA; none when unset.
+	Filters []string
 	// PerShardLag: SHARDLOOP_PER_SHARD_LAG is "true".
 	PerShardLag bool
 }
@@ -134,6 +140,7 @@ func (r Reader) ReaderPolicy() reader.Options {
 		TargetTimeout:    r.knownTargetTimeout(),
 
 		ParallelizationFactor: r.ParallelizationFactor,
+		Filters:               r.Filters,
 	}
 }
 
@@ -267,6 +274,7 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		PerShardLag:      e.boolean(VarPerShardLag),
 
 		ParallelizationFactor: e.intIn(VarParallelizationFactor, DefaultParallelizationFactor, ParallelizationFactorLimit),
+		Filters:               e.filterCriteria(VarFilterCriteria),
 	}
 	if r.InvokeIdentityARN != "" {
 		if err := CheckInvokeIdentityARN(r.InvokeIdentityARN); err != nil {

@@ -73,6 +73,10 @@ const (
 	// the reader's own, Lambda's bounds for its trigger.
 	DefaultParallelizationFactor = reader.DefaultParallelizationFactor
 	MaxParallelizationFactor     = reader.MaxParallelizationFactor
+	// MaxFilters bounds the filters of event filtering
+	// (SHARDLOOP_FILTER_CRITERIA, run --filter, the construct's Filters):
+	// the reader's own, Lambda's default quota per event source mapping.
+	MaxFilters = reader.MaxFilters
 	// MinTargetTimeout and MaxTargetTimeout bound the target's timeout as
 	// configured (Lambda allows 1 s to 15 min); the default is the maximum.
 	MinTargetTimeout = time.Second
