@@ -158,6 +158,9 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		readerEnv[k] = jsii.String(v)
 	}
 	readerEnv["SHARDLOOP_PARALLELIZATION_FACTOR"] = jsii.String(strconv.Itoa(p.ParallelizationFactor))
+	if len(p.Filters) > 0 {
+		readerEnv[lambdaenv.VarFilterCriteria] = jsii.String(filterCriteria(p.Filters))
+	}
 	if arn := c.onFailure(readerRole, &p); arn != nil {
 		readerEnv["SHARDLOOP_ON_FAILURE_DESTINATION"] = arn
 	}

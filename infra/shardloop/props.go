@@ -77,6 +77,8 @@ const (
 	// ParallelizationFactor: the reader's own, Lambda's for its trigger.
 	DefaultParallelizationFactor = lambdaenv.DefaultParallelizationFactor
 	MaxParallelizationFactor     = lambdaenv.MaxParallelizationFactor
+	// MaxFilters bounds Filters: the reader's own, Lambda's default quota.
+	MaxFilters = lambdaenv.MaxFilters
 )
 
 // ConsumerProps configures a Consumer. The zero value of every optional field
@@ -112,6 +114,13 @@ type ConsumerProps struct {
 	// up to ParallelizationFactor + 1 concurrent Lambda executions (its
 	// shardreader and a target invocation per lane): docs/deploy.md.
 	ParallelizationFactor int
+	// Filters is event filtering, as the Patterns of a mapping's
+	// FilterCriteria (docs/filtering.md): at most 5, a record passing when
+	// any matches. A record that matches none is not delivered; the
+	// checkpoint passes it and it counts in FilteredOutEventCount. Each
+	// pattern is checked at synth and must be a literal (not a token).
+	// Default none: every record is delivered.
+	Filters []string
 	// PollInterval is the wait after an empty read: at least 200 ms, default 1 s.
 	PollInterval time.Duration
 	// RunLength bounds one shardreader invocation: 5 s to 14 min, default
@@ -349,6 +358,9 @@ func (p *ConsumerProps) validate() error {
 	}
 	if f := p.ParallelizationFactor; f < 1 || f > MaxParallelizationFactor {
 		bad("ParallelizationFactor", "%d is outside 1..%d (0: the default, %d)", f, MaxParallelizationFactor, DefaultParallelizationFactor)
+	}
+	if reason := p.checkFilters(); reason != "" {
+		bad("Filters", "%s", reason)
 	}
 	if p.PollInterval < MinPollInterval {
 		bad("PollInterval", "%v is below %v (a shard serves 5 reads per second to all its consumers)", p.PollInterval, MinPollInterval)
