@@ -38,6 +38,10 @@ BATCHING_WINDOW   ?=
 DEAGGREGATE       ?=
 PARALLELIZATION_FACTOR ?=
 PER_SHARD_LAG_METRIC ?=
+TUMBLING_WINDOW_IN_SECONDS ?=
+# FILTER_CRITERIA: a FilterCriteria as JSON, in single quotes on the command
+# line: FILTER_CRITERIA='{"Filters":[{"Pattern":"{\"data\":{\"type\":[\"buy\"]}}"}]}'
+FILTER_CRITERIA   ?=
 STACK_NAME        ?=
 CDK_FLAGS         ?=
 
@@ -52,7 +56,9 @@ CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHAR
   $(call ctx,bisectOnError,$(BISECT_ON_ERROR)) $(call ctx,onFailureDestination,$(ON_FAILURE_DESTINATION)) \
   $(call ctx,batchingWindow,$(BATCHING_WINDOW)) $(call ctx,deaggregate,$(DEAGGREGATE)) \
   $(call ctx,parallelizationFactor,$(PARALLELIZATION_FACTOR)) \
-  $(call ctx,perShardLagMetric,$(PER_SHARD_LAG_METRIC))
+  $(call ctx,perShardLagMetric,$(PER_SHARD_LAG_METRIC)) \
+  $(call ctx,tumblingWindowInSeconds,$(TUMBLING_WINDOW_IN_SECONDS)) \
+  $(if $(strip $(FILTER_CRITERIA)),-c 'filterCriteria=$(strip $(FILTER_CRITERIA))')
 CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)
 
 .PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda

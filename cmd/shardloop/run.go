@@ -210,6 +210,7 @@ type policyFlags struct {
 	destination string
 	window      time.Duration
 	deaggregate bool
+	filters     filterFlag
 }
 
 func addPolicyFlags(fs *flags) *policyFlags {
@@ -220,6 +221,7 @@ func addPolicyFlags(fs *flags) *policyFlags {
 	fs.StringVar(&p.destination, "on-failure-destination", "", "SQS queue, SNS topic or S3 bucket ARN that gets a record of each batch given up; empty: logged only")
 	fs.DurationVar(&p.window, "batching-window", 0, "keep reading up to this long to fill a batch ("+lambdaenv.BatchingWindowLimit.Want()+", under --run-length)")
 	fs.BoolVar(&p.deaggregate, "deaggregate", false, "decode KPL-aggregated records into their user records")
+	fs.Var(&p.filters, "filter", filterUsage)
 	return p
 }
 
@@ -250,6 +252,10 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 		}
 	}
 	o.BisectOnError, o.BatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate
+	if err := p.filters.check(); err != nil {
+		return o, err
+	}
+	o.Filters = p.filters
 	return o, nil
 }
 
@@ -259,6 +265,7 @@ func withPolicy(o, p reader.Options) reader.Options {
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
 	o.TargetTimeout, o.ParallelizationFactor = p.TargetTimeout, p.ParallelizationFactor
 	o.TumblingWindow = p.TumblingWindow
+	o.Filters = p.Filters
 	return o
 }
 

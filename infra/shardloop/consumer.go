@@ -161,6 +161,9 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	if p.TumblingWindowInSeconds > 0 {
 		readerEnv["SHARDLOOP_TUMBLING_WINDOW_SECONDS"] = jsii.String(strconv.Itoa(p.TumblingWindowInSeconds))
 	}
+	if len(p.Filters) > 0 {
+		readerEnv[lambdaenv.VarFilterCriteria] = jsii.String(filterCriteria(p.Filters))
+	}
 	if arn := c.onFailure(readerRole, &p); arn != nil {
 		readerEnv["SHARDLOOP_ON_FAILURE_DESTINATION"] = arn
 	}

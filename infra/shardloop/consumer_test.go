@@ -400,6 +400,7 @@ func TestAlarms_WatchTargetErrorsLagAndFailedExecutions(t *testing.T) {
 		{"ConsumerExecutionsFailedAlarm", "AWS/States", "ExecutionsFailed", `[{"Name":"StateMachineArn","Value":{"Ref":"` + machineID + `"}}]`, 1},
 		{"ConsumerStreamNotFoundAlarm", "Shardloop", "StreamNotFound", `[{"Name":"Stream","Value":"orders"}]`, 1},
 		{"ConsumerStaleConfigurationAlarm", "Shardloop", "StaleConfiguration", `[{"Name":"Stream","Value":"orders"}]`, 1},
+		{"ConsumerDroppedEventCountAlarm", "Shardloop", "DroppedEventCount", `[{"Name":"Stream","Value":"orders"}]`, 1},
 	} {
 		_, a := tmpl.byPrefix(t, "AWS::CloudWatch::Alarm", tc.prefix)
 		p := a.Properties

@@ -89,4 +89,5 @@ func (c *Consumer) observe(p *ConsumerProps, base string) {
 			&alarmWidgets,
 		},
 	})
+	c.observeEventCounts()
 }

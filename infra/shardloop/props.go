@@ -79,6 +79,8 @@ const (
 	MaxParallelizationFactor     = lambdaenv.MaxParallelizationFactor
 	// MaxTumblingWindowInSeconds bounds TumblingWindowInSeconds, as Lambda's.
 	MaxTumblingWindowInSeconds = lambdaenv.MaxTumblingWindowSeconds
+	// MaxFilters bounds Filters: the reader's own, Lambda's default quota.
+	MaxFilters = lambdaenv.MaxFilters
 )
 
 // ConsumerProps configures a Consumer. The zero value of every optional field
@@ -120,6 +122,13 @@ type ConsumerProps struct {
 	// state lives in the lease table (docs/state.md). It needs a
 	// ParallelizationFactor of 1, as Lambda's trigger does.
 	TumblingWindowInSeconds int
+	// Filters is event filtering, as the Patterns of a mapping's
+	// FilterCriteria (docs/filtering.md): at most 5, a record passing when
+	// any matches. A record that matches none is not delivered; the
+	// checkpoint passes it and it counts in FilteredOutEventCount. Each
+	// pattern is checked at synth and must be a literal (not a token).
+	// Default none: every record is delivered.
+	Filters []string
 	// PollInterval is the wait after an empty read: at least 200 ms, default 1 s.
 	PollInterval time.Duration
 	// RunLength bounds one shardreader invocation: 5 s to 14 min, default
@@ -364,6 +373,9 @@ func (p *ConsumerProps) validate() error {
 		} else {
 			bad("ParallelizationFactor", "%d with TumblingWindowInSeconds %d: want %s", p.ParallelizationFactor, p.TumblingWindowInSeconds, lambdaenv.TumblingWindowWant)
 		}
+	}
+	if reason := p.checkFilters(); reason != "" {
+		bad("Filters", "%s", reason)
 	}
 	if p.PollInterval < MinPollInterval {
 		bad("PollInterval", "%v is below %v (a shard serves 5 reads per second to all its consumers)", p.PollInterval, MinPollInterval)

@@ -185,3 +185,20 @@ func TestSAMTemplate_ParallelizationFactorHasTheReadersBounds(t *testing.T) {
 		t.Errorf("template/template.yaml lacks %q", want)
 	}
 }
+
+// The SAM parameter FilterCriteria reaches the shardreader, which checks it
+// at its cold start, and is left out when empty (its default).
+func TestSAMTemplate_FilterCriteriaReachesTheShardReader(t *testing.T) {
+	sam := samTemplate(t)
+	if got := samParam(t, sam, "FilterCriteria", "Default"); got != "" {
+		t.Errorf("parameter FilterCriteria Default = %q, want empty: every record delivered", got)
+	}
+	for _, want := range []string{
+		`HasFilterCriteria: !Not [!Equals [!Ref FilterCriteria, ""]]`,
+		"SHARDLOOP_FILTER_CRITERIA: !If [HasFilterCriteria, !Ref FilterCriteria, !Ref AWS::NoValue]",
+	} {
+		if !strings.Contains(sam, want) {
+			t.Errorf("template/template.yaml lacks %q", want)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shardloop/shardloop/internal/lambdaenv"
 )
 
 // StackProps configures the stack of the shardloop CDK app: one consumer.
@@ -76,6 +78,9 @@ const (
 	CtxParallelization   = "parallelizationFactor"
 	CtxPerShardLag       = "perShardLagMetric"
 	CtxTumblingWindow    = "tumblingWindowInSeconds"
+	// CtxFilterCriteria is Filters as a FilterCriteria in the JSON of
+	// Lambda's API: {"Filters": [{"Pattern": "..."}]}.
+	CtxFilterCriteria = "filterCriteria"
 )
 
 // PropsFromContext reads ConsumerProps from CDK context. An empty value
@@ -174,6 +179,13 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	integer(CtxParallelization, &p.ParallelizationFactor)
 	integer(CtxTumblingWindow, &p.TumblingWindowInSeconds)
 	boolean(CtxPerShardLag, &p.PerShardLagMetric)
+	if s := get(CtxFilterCriteria); s != "" {
+		f, err := lambdaenv.ParseFilterCriteria(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shardloop: context %s: %w", CtxFilterCriteria, err))
+		}
+		p.Filters = f
+	}
 	return p, errors.Join(errs...)
 }
 

@@ -49,6 +49,10 @@ const (
 	// VarTumblingWindow is a tumbling window in seconds (0 to 900, default
 	// 0: none), as Lambda's TumblingWindowInSeconds.
 	VarTumblingWindow = "SHARDLOOP_TUMBLING_WINDOW_SECONDS"
+	// VarFilterCriteria is event filtering: a FilterCriteria in the JSON of
+	// Lambda's API, {"Filters": [{"Pattern": "..."}]}, at most MaxFilters
+	// patterns. Unset or empty: every record is delivered.
+	VarFilterCriteria = "SHARDLOOP_FILTER_CRITERIA"
 
 	// VarPerShardLag, "true", publishes MillisBehindLatest per shard (the
 	// Shard dimension) besides the stream's maximum: one more CloudWatch
@@ -123,6 +127,8 @@ type Reader struct {
 	ParallelizationFactor int
 	// TumblingWindow: 0 (none, default) or 1 s to 900 s.
 	TumblingWindow time.Duration
+	// Filters are the patterns of SHARDLOOP_FILTER_CRITERIA; none when unset.
+	Filters []string
 	// PerShardLag: SHARDLOOP_PER_SHARD_LAG is "true".
 	PerShardLag bool
 }
@@ -140,6 +146,7 @@ func (r Reader) ReaderPolicy() reader.Options {
 
 		ParallelizationFactor: r.ParallelizationFactor,
 		TumblingWindow:        r.TumblingWindow,
+		Filters:               r.Filters,
 	}
 }
 
@@ -273,6 +280,7 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		PerShardLag:      e.boolean(VarPerShardLag),
 
 		ParallelizationFactor: e.intIn(VarParallelizationFactor, DefaultParallelizationFactor, ParallelizationFactorLimit),
+		Filters:               e.filterCriteria(VarFilterCriteria),
 	}
 	if r.InvokeIdentityARN != "" {
 		if err := CheckInvokeIdentityARN(r.InvokeIdentityARN); err != nil {

@@ -79,6 +79,10 @@ const (
 	// Lambda's TumblingWindowInSeconds, 0 (the default) for none. A window
 	// needs a parallelization factor of 1 (CheckTumblingWindow).
 	MaxTumblingWindowSeconds = int(reader.MaxTumblingWindow / time.Second)
+	// MaxFilters bounds the filters of event filtering
+	// (SHARDLOOP_FILTER_CRITERIA, run --filter, the construct's Filters):
+	// the reader's own, Lambda's default quota per event source mapping.
+	MaxFilters = reader.MaxFilters
 	// MinTargetTimeout and MaxTargetTimeout bound the target's timeout as
 	// configured (Lambda allows 1 s to 15 min); the default is the maximum.
 	MinTargetTimeout = time.Second

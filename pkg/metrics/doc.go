@@ -3,7 +3,8 @@
 // to stdout that CloudWatch Logs extracts into metrics, with no API call from
 // the function and no extra latency on the hot path.
 //
-// A Recorder implements reader.Hooks. It gathers counts per stream and shard
+// A Recorder implements reader.Hooks and reader.EventCounter (the Kinesis
+// trigger's event counts, under its names). It gathers counts per stream and shard
 // and writes one line per shard with activity every FlushInterval (from
 // within a hook call; it starts no goroutine) and on Flush, which the Lambda
 // handlers call at the end of each invocation. The metric names, units and

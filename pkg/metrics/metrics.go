@@ -58,6 +58,7 @@ const (
 var counterNames = []string{
 	RecordsDelivered, Batches, TargetErrors, GivenUpBatches, GivenUpRecords,
 	LeaseTakes, LeaseLosses, ShardEnds, ReadErrors, ReadThrottles, AggregatedRecords, StreamNotFound, StaleConfiguration,
+	PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount, DroppedEventCount, OnFailureDestinationDeliveredEventCount,
 }
 
 // DefaultFlushInterval is how long counts gather before a hook call writes
@@ -95,14 +96,15 @@ type Options struct {
 // [Stream] is the stream's total. The event counters (errors, give-ups,
 // lease takes and losses, shard ends) carry [Stream, Shard] too: they are
 // billed only in the hours they occur, and then say which shard is in
-// trouble. RecordsDelivered, Batches and, unless Options.PerShardLag,
-// MillisBehindLatest do not, so that a busy shard adds no custom metric of
-// its own (see streamOnly). MillisBehindLatest is each shard's maximum over
+// trouble. RecordsDelivered, Batches, the trigger's busy counts
+// (PolledEventCount, FilteredOutEventCount, InvokedEventCount), IteratorAge
+// and, unless Options.PerShardLag, MillisBehindLatest do not, so that a
+// busy shard adds no custom metric of its own (see streamOnly). MillisBehindLatest is each shard's maximum over
 // the interval, so the Maximum statistic over [Stream] is the lag of the
 // stream's most-behind shard; its Average over [Stream] means little. Each
 // line names its shard as a property whatever the dimensions.
 //
-// Recorder implements reader.Hooks. Its methods are safe for concurrent use
+// Recorder implements reader.Hooks and reader.EventCounter. Its methods are safe for concurrent use
 // and do not block on I/O except the hook call that finds a flush due, which
 // writes the gathered lines. It starts no goroutine: counts gathered after
 // the last flush stay in memory until the next hook call or Flush.
@@ -120,7 +122,10 @@ type Recorder struct {
 	wmu sync.Mutex // one flush writes at a time, so lines never interleave
 }
 
-var _ reader.Hooks = (*Recorder)(nil)
+var (
+	_ reader.Hooks        = (*Recorder)(nil)
+	_ reader.EventCounter = (*Recorder)(nil)
+)
 
 type shardKey struct{ stream, shard string }
 
@@ -250,11 +255,13 @@ type emfMetric struct {
 
 // streamOnly are the counters a busy shard emits every minute: they carry
 // the Stream dimension alone, so that a shard adds no custom metric to the
-// CloudWatch bill (MillisBehindLatest likewise, unless PerShardLag). The
+// CloudWatch bill (MillisBehindLatest likewise, unless PerShardLag, and
+// IteratorAge). The
 // Shard is still a property of every line, for CloudWatch Logs Insights.
 // The other counters also carry [Stream, Shard]: they cost only in the
 // hours they occur, and then say which shard is in trouble.
-var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true, StreamNotFound: true, StaleConfiguration: true}
+var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true, StreamNotFound: true, StaleConfiguration: true,
+	PolledEventCount: true, FilteredOutEventCount: true, InvokedEventCount: true}
 
 // line is one shard's EMF object, or nil when nothing happened.
 func (r *Recorder) line(ts int64, k shardKey, c *counts) []byte {
@@ -281,6 +288,9 @@ func (r *Recorder) line(ts int64, k shardKey, c *counts) []byte {
 			stream = append(stream, lag)
 		}
 		doc[MillisBehindLatest] = c.behind
+	}
+	if age, ok := iteratorAge(doc, c); ok {
+		stream = append(stream, age) // like the lag: a busy shard's, every minute
 	}
 	var ds []emfDirective
 	if len(stream) > 0 {

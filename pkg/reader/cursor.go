@@ -163,10 +163,11 @@ const minReadGap = 200 * time.Millisecond
 // fill gathers a batch for BatchingWindow: after a read that returned
 // fewer than limit records (recs, read with an iterator issued at first), it
 // reads again every PollInterval (at least 200 ms apart) with the next
-// iterator, until limit records or MaxBatchBytes are gathered, the window
-// since the first read has passed or the next read would end past it, the
-// shard ends, a read fails (the next read retries it), or the run must
-// stop. It returns the records, the next iterator and when it was issued.
+// iterator, until limit records that pass the filters or MaxBatchBytes are
+// gathered, the window since the first read has passed or the next read
+// would end past it, the shard ends, a read fails (the next read retries
+// it), or the run must stop. It returns the records, the next iterator and
+// when it was issued.
 func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, first time.Time, limit int32) ([]types.Record, *string, time.Time) {
 	r := c.r
 	ctx := r.ctx
@@ -174,7 +175,8 @@ func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, 
 	issued := first
 	total := size(recs)
 	gap := max(r.o.PollInterval, minReadGap)
-	for len(recs) < int(limit) && total < MaxBatchBytes && next != nil {
+	passed := r.passing(recs) // filtered-out records do not fill a batch
+	for passed < int(limit) && total < MaxBatchBytes && next != nil {
 		if !r.o.Clock().Add(gap).Before(until) {
 			break
 		}
@@ -185,7 +187,7 @@ func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, 
 		at := r.o.Clock()
 		out, err := r.o.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{
 			ShardIterator: next,
-			Limit:         aws.Int32(limit - int32(len(recs))),
+			Limit:         aws.Int32(limit - int32(passed)),
 			StreamARN:     nonEmpty(r.in.StreamARN),
 		})
 		if err != nil {
@@ -198,6 +200,7 @@ func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, 
 			r.o.Hooks.MillisBehindLatest(r.in.Stream, r.in.ShardID, *out.MillisBehindLatest)
 		}
 		total += size(out.Records)
+		passed += r.passing(out.Records)
 		recs = append(recs, out.Records...)
 		next, issued = out.NextShardIterator, at
 	}

@@ -56,8 +56,13 @@
 //     checkpoint moves past it, so one such record cannot block the shard.
 //     With Deaggregate its user records are delivered instead (Batch.Subs),
 //     and settle together; a corrupt aggregate is still reported.
+//   - Filters (Lambda's FilterCriteria, pkg/filter) drop the records that
+//     match no pattern before batching: they are never delivered, the
+//     checkpoint passes them, and a read of nothing but them costs no
+//     delivery. A Hooks that is also an EventCounter counts the records as
+//     the trigger's EventCount metrics and IteratorAge do.
 //   - BatchingWindow gathers several reads into one delivery, up to
-//     BatchSize records or MaxBatchBytes.
+//     BatchSize records (that pass the filters) or MaxBatchBytes.
 //   - A throttled read waits PollInterval and retries the same iterator; any
 //     other read error waits ReadErrorWait and retries it; the 11th
 //     consecutive error releases the lease (ReasonReadErrors).

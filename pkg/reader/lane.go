@@ -133,8 +133,10 @@ func (l *lane) deliver(us []unit) bool {
 			return false
 		}
 		b := r.batch(us[cur.lo:cur.hi])
+		r.invoked(b)
 		n, err := l.invoke(b)
 		k, nrec := settledUnits(us[cur.lo:cur.hi], max(0, min(n, len(b.Records))))
+		r.failedInvoke(len(b.Records) - nrec)
 		if k > 0 {
 			r.delivered.Add(int64(nrec))
 			r.o.Hooks.RecordsDelivered(r.in.Stream, r.in.ShardID, nrec)
@@ -277,6 +279,7 @@ func (l *lane) giveUp(us []unit, cond string, lastErr error, attempts int) bool 
 	}
 	r.givenUp.Add(int64(len(recs)))
 	r.o.Hooks.BatchGivenUp(r.in.Stream, r.in.ShardID, len(recs), cond)
+	r.gaveUp(len(recs))
 	l.settled(us)
 	return true
 }

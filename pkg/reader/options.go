@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/shardloop/shardloop/pkg/filter"
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
@@ -49,6 +50,10 @@ const (
 	// 10). The functions, the CLI and the CDK construct check against them.
 	DefaultParallelizationFactor = 1
 	MaxParallelizationFactor     = 10
+	// MaxFilters is the most Filters, as Lambda's event filtering allows
+	// per event source mapping by default. The functions, the CLI and the
+	// CDK construct check against it.
+	MaxFilters = 5
 )
 
 // Options configure a run. Kinesis, Store and Target are required; every
@@ -72,6 +77,13 @@ type Options struct {
 	// Default 1 (one lane: the shard's records in order), at most
 	// MaxParallelizationFactor.
 	ParallelizationFactor int
+	// Filters are the patterns of an event source mapping's FilterCriteria
+	// (docs/filtering.md), at most MaxFilters: a record that matches none
+	// is consumed before batching (BatchSize counts the records that pass):
+	// never delivered, passed by the checkpoint, and counted
+	// (EventCounter.EventsFilteredOut). A read whose records all fail the
+	// filters costs no delivery. None (default): every record passes.
+	Filters []string
 	// PollInterval is the wait after a read that returned no records, and
 	// after a throttled read. Default 1 s.
 	PollInterval time.Duration
@@ -189,6 +201,8 @@ type Options struct {
 	Nudge func(ctx context.Context)
 	// Logger gets the run's logs. Default discards.
 	Logger *slog.Logger
+
+	filters *filter.Set // Filters as validate compiled them
 }
 
 func (o *Options) setDefaults() {
@@ -282,7 +296,10 @@ func (o *Options) validate() error {
 	case o.BatchingWindow < 0 || o.BatchingWindow > MaxBatchingWindow:
 		return bad("BatchingWindow", o.BatchingWindow, "0 to "+MaxBatchingWindow.String())
 	}
-	return o.validateWindow()
+	if err := o.validateWindow(); err != nil {
+		return err
+	}
+	return o.compileFilters()
 }
 
 // RetryAttempts returns a MaxRetryAttempts of n: nil (no limit) when n is

@@ -526,15 +526,14 @@ func (r *run) took(out readOut) {
 		return
 	}
 	mark := readMark{first: r.led.head() + len(r.led.entries), iter: out.iterIn, issued: out.issuedIn}
+	r.polled(len(out.recs))
 	us, lead := r.units(out.recs)
-	if len(us) == 0 {
-		last := out.recs[len(out.recs)-1].SequenceNumber
-		r.led.add(entry{ckpt: *last, records: len(out.recs), settled: true})
+	if lead > 0 {
+		// The records before the first unit (all of them when there is
+		// none) are passed at once: settled, they hold no checkpoint back.
+		r.led.add(entry{ckpt: *out.recs[lead-1].SequenceNumber, records: lead, settled: true})
 	}
-	for i, u := range us {
-		if i == 0 {
-			u.n += lead
-		}
+	for _, u := range us {
 		done := r.ahead.settled(u.seq(), u.key())
 		u.idx = r.led.add(entry{ckpt: u.ckpt, records: u.n, bytes: u.size(), settled: done})
 		if !done {

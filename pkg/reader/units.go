@@ -35,16 +35,20 @@ func (u unit) size() int { return recordSize(u.kin) }
 
 func recordSize(r types.Record) int { return len(r.Data) + len(aws.ToString(r.PartitionKey)) }
 
-// units turns what one read returned into units. Aggregated records that
-// are not delivered (de-aggregation off, or corrupt) are reported and
-// passed: ckpt of the unit before the next deliverable one covers them
-// (and the first unit's covers those before it). It also returns how many
-// leading records no unit covers, before the first unit.
+// units turns what one read returned into units. Records that are not
+// delivered (matching none of the filters; aggregated with de-aggregation
+// off, or corrupt: reported) are passed: ckpt of the unit before the next
+// deliverable one covers them. It also returns how many leading records no
+// unit covers, before the first unit.
 func (r *run) units(records []types.Record) (us []unit, lead int) {
 	for i, rec := range records {
 		seq := aws.ToString(rec.SequenceNumber)
 		switch {
 		case !IsAggregated(rec.Data):
+			if !r.passes(rec) {
+				r.filteredOut(1) // consumed: passed like a skipped record
+				break
+			}
 			us = append(us, unit{kin: rec, recs: records[i : i+1 : i+1]})
 		case r.o.Deaggregate:
 			urs, err := Deaggregate(rec.Data)
@@ -62,6 +66,9 @@ func (r *run) units(records []types.Record) (us []unit, lead int) {
 					ApproximateArrivalTimestamp: rec.ApproximateArrivalTimestamp, EncryptionType: rec.EncryptionType,
 				}
 				u.subs[j] = Sub{Aggregated: true, SubSequenceNumber: int64(j), ExplicitHashKey: ur.ExplicitHashKey}
+			}
+			if u = r.filterSubs(u); len(u.recs) == 0 {
+				break // every user record filtered out
 			}
 			us = append(us, u)
 		default:
