@@ -15,6 +15,7 @@ import (
 // (linux, this host's architecture, -tags lambda.norpc) and the emulator.
 type binaries struct {
 	Coordinator, ShardReader, Target string // bootstrap files
+	WindowTarget                     string // the tumbling-window target's
 	RIE                              string // aws-lambda-rie
 	// DieWithParent runs each bootstrap under the emulator so that the
 	// function dies with it (the emulator gives it its own process group).
@@ -61,6 +62,7 @@ func buildAll() (binaries, error) {
 		Coordinator:   filepath.Join(buildDir, "coordinator", "bootstrap"),
 		ShardReader:   filepath.Join(buildDir, "shardreader", "bootstrap"),
 		Target:        filepath.Join(buildDir, "sampletarget", "bootstrap"),
+		WindowTarget:  filepath.Join(buildDir, "windowtarget", "bootstrap"),
 		RIE:           filepath.Join(buildDir, "aws-lambda-rie"),
 		DieWithParent: filepath.Join(buildDir, "diewithparent"),
 	}
@@ -74,6 +76,7 @@ func buildAll() (binaries, error) {
 		{b.Coordinator, "./functions/coordinator", lambdaEnv, norpc},
 		{b.ShardReader, "./functions/shardreader", lambdaEnv, norpc},
 		{b.Target, "./e2e/sampletarget", lambdaEnv, norpc},
+		{b.WindowTarget, "./e2e/windowtarget", lambdaEnv, norpc},
 		{b.DieWithParent, "./e2e/diewithparent", lambdaEnv, nil},
 		// The emulator is pinned as a tool in go.mod: this builds offline
 		// from the module cache once `make deps` has run (same flags, so
