@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -13,12 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardloop/shardloop/internal/emulators"
-	"github.com/shardloop/shardloop/internal/testaws"
-	"github.com/shardloop/shardloop/pkg/lease"
 )
 
 // windowInvocation is one line of windowtarget's record file.
@@ -44,30 +40,8 @@ func TestRealShardReaderWithTumblingWindowCarriesTheStateToAFinalInvoke(t *testi
 		t.Skip("the Lambda bootstraps are linux binaries")
 	}
 	bins := buildBinaries(t)
-	kin := testaws.Kinesis(t)
-	ddb := testaws.Dynamo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stream, table := testaws.Name(t), testaws.Name(t)
-	if _, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)}); err != nil {
-		t.Fatal(err)
-	}
-	waitActive(ctx, t, kin, stream)
-	if err := lease.CreateTable(ctx, ddb, table); err != nil {
-		t.Fatal(err)
-	}
-	store, err := lease.NewDynamoStore(ddb, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shards, err := kin.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shard := aws.ToString(shards.Shards[0].ShardId)
-	if _, err := store.SetStart(ctx, stream, shard, lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
-		t.Fatal(err)
-	}
 	var entries []ktypes.PutRecordsRequestEntry
 	var want []string
 	for i := range 12 {
@@ -75,39 +49,13 @@ func TestRealShardReaderWithTumblingWindowCarriesTheStateToAFinalInvoke(t *testi
 		want = append(want, d)
 		entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(keyName(i % 3)), Data: []byte(d)})
 	}
-	put, err := kin.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
-	if err != nil || aws.ToInt32(put.FailedRecordCount) != 0 {
-		t.Fatalf("put: %v", err)
-	}
-	last := aws.ToString(put.Records[len(put.Records)-1].SequenceNumber)
-
-	host, work, received := serveHost(t, bins)
-	t.Cleanup(func() {
-		host.close()
-		if t.Failed() {
-			host.logTails(40)
-		}
-	})
-	env := []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + work, "TMPDIR=" + os.TempDir(),
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true",
-	}
-	if err := host.add("shardreader", bins.ShardReader, 1, 30*time.Second, append(slices.Clone(env),
-		"AWS_ENDPOINT_URL_KINESIS="+testaws.Endpoint(t, emulators.Kinesis),
-		"AWS_ENDPOINT_URL_DYNAMODB="+testaws.Endpoint(t, emulators.DynamoDB),
-		"AWS_ENDPOINT_URL_LAMBDA="+host.URL,
-		"SHARDLOOP_LEASE_TABLE="+table,
-		"SHARDLOOP_TARGET_FUNCTION="+targetARN,
+	stream, table, shard, last := oneShardAtHorizon(ctx, t, entries)
+	host, received := hostReaderAndTarget(t, bins, bins.WindowTarget, table,
 		"SHARDLOOP_BATCH_SIZE=4",
 		"SHARDLOOP_RUN_LENGTH=8s",
 		"SHARDLOOP_POLL_INTERVAL=200ms",
 		"SHARDLOOP_TUMBLING_WINDOW_SECONDS=2",
-	)); err != nil {
-		t.Fatal(err)
-	}
-	if err := host.add("target", bins.WindowTarget, 1, 10*time.Second, append(slices.Clone(env), "E2E_RECORD_FILE="+received)); err != nil {
-		t.Fatal(err)
-	}
+	)
 
 	in, _ := json.Marshal(map[string]any{"stream": stream, "shardId": shard, "owner": "e2e-window"})
 	res, err := host.invoke(ctx, "shardreader", in, nil)
@@ -135,7 +83,7 @@ func TestRealShardReaderWithTumblingWindowCarriesTheStateToAFinalInvoke(t *testi
 		if inv.ShardID != shard || !strings.HasSuffix(inv.EventSourceARN, "/"+stream) || inv.End-inv.Start != 2000 || inv.Start%2000 != 0 {
 			t.Errorf("invocation %d: shard %q, source %q, window %d-%d: want %s, the stream's ARN, a 2 s window on the epoch", i, inv.ShardID, inv.EventSourceARN, inv.Start, inv.End, shard)
 		}
-		if i > 0 && invs[i-1].Start == inv.Start && !mapsEqual(inv.StateIn, prev) {
+		if i > 0 && invs[i-1].Start == inv.Start && !maps.Equal(inv.StateIn, prev) {
 			t.Errorf("invocation %d received state %v, want the %v the previous one returned", i, inv.StateIn, prev)
 		}
 		prev = inv.Out
@@ -180,16 +128,4 @@ func readWindowInvocations(t *testing.T, path string) []windowInvocation {
 		out = append(out, inv)
 	}
 	return out
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
