@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/pkg/filter"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
 )
@@ -71,6 +75,10 @@ type checker struct {
 	// generation's start had not reached the row yet (bug B1).
 	early map[string]bool
 
+	// filters are the world's filters, compiled here with pkg/filter (nil:
+	// every record passes).
+	filters *filter.Set
+
 	violations []Violation
 	stats      Stats
 }
@@ -96,7 +104,11 @@ type rec struct {
 	idx         int
 	seq         string
 	arrival     time.Time // on the millisecond grain, as Kinesis stamps it
-	settles     []settle
+	// filtered: the record matches none of the world's filters (pkg/filter,
+	// compiled by the checker): it is consumed, never delivered, and owed
+	// by no start.
+	filtered bool
+	settles  []settle
 }
 
 // settle is one settled delivery (or give-up) of a record.
@@ -161,6 +173,9 @@ const (
 )
 
 func (r *rule) owes(x *rec) bool {
+	if x.filtered {
+		return false // consumed without a delivery: the checkpoint may pass it
+	}
 	if r == nil {
 		return true
 	}
@@ -221,6 +236,7 @@ type runTake struct {
 // Stats count what a world did.
 type Stats struct {
 	Produced, Settled, Duplicates, GivenUp int
+	Filtered                               int
 	Deliveries, Takes, Checkpoints         int
 	Generations                            int
 }
@@ -301,11 +317,17 @@ func (c *checker) shardShape(inc int, id string, parents []string, closed bool) 
 }
 
 // produced registers a record Kinesis acknowledged.
-func (c *checker) produced(inc, key, n int, shardID, seq string, arrival time.Time) {
+func (c *checker) produced(inc, key, n int, shardID, seq string, arrival time.Time, e types.PutRecordsRequestEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.shard(shardKey{inc, shardID})
 	r := &rec{inc: inc, key: key, n: n, shard: s, idx: len(s.recs), seq: seq, arrival: arrival}
+	if c.filters != nil {
+		r.filtered = !c.filters.Match(filter.Record{Data: e.Data, PartitionKey: aws.ToString(e.PartitionKey), SequenceNumber: seq, ApproximateArrivalTimestamp: arrival})
+		if r.filtered {
+			c.stats.Filtered++
+		}
+	}
 	s.recs = append(s.recs, r)
 	c.bySeq[seq] = r
 	kk := keyKey{inc, key}
@@ -670,6 +692,14 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 		s.bug = "B3"
 		c.tr.add(s.key.String(), owner, "BUG B3: reopened behind its own checkpoint %s: delivers %s again", short(s.recs[p.idx].seq), short(first.seq))
 	}
+	if c.filters != nil {
+		for _, seq := range seqs {
+			if x := c.bySeq[seq]; x != nil && x.filtered {
+				c.fail(s.key, "%s delivered record %s (key %d #%d), which matches none of the filters", c.tr.nameLocked(owner), short(seq), x.key, x.n)
+				break
+			}
+		}
+	}
 	for i, seq := range seqs[:n] {
 		x := c.bySeq[seq]
 		if x == nil || x.shard != s {
@@ -724,7 +754,13 @@ func (c *checker) firstDelivery(x *rec, owner string, order int64) {
 }
 
 // givenUp notes a batch given up and accepted by the destination.
+//
+// The records given up are those of the record's payload (the invocation
+// event of the batch): with parallel lanes a batch holds its lane's records
+// only, so the range from StartSequenceNumber to EndSequenceNumber holds
+// other lanes' records too, which are not given up.
 func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit bool, ageLimit bool) {
+	payload, err := fr.Payload()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	info := fr.KinesisBatchInfo
@@ -734,6 +770,15 @@ func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit
 		return
 	}
 	s := a.shard
+	seqs := fieldValues(payload, `"sequenceNumber":"`)
+	switch {
+	case err != nil:
+		c.fail(s.key, "%s gave up a batch whose payload does not build: %v", c.tr.nameLocked(owner), err)
+		return
+	case len(seqs) == 0 || seqs[0] != info.StartSequenceNumber || seqs[len(seqs)-1] != info.EndSequenceNumber || len(seqs) != int(info.BatchSize):
+		c.fail(s.key, "%s gave up records %s to %s (%d), but its payload holds %d records", c.tr.nameLocked(owner), short(info.StartSequenceNumber), short(info.EndSequenceNumber), info.BatchSize, len(seqs))
+		return
+	}
 	switch cond := fr.RequestContext.Condition; {
 	case cond == reader.ConditionRetryAttemptsExhausted && !retryLimit:
 		c.fail(s.key, "%s gave records up for %s with no retry limit set", c.tr.nameLocked(owner), cond)
@@ -741,7 +786,15 @@ func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit
 		c.fail(s.key, "%s gave records up for %s with no age limit set", c.tr.nameLocked(owner), cond)
 	}
 	epoch := c.runs[run+"|"+s.key.String()].epoch
-	for _, x := range s.recs[a.idx : b.idx+1] {
+	for _, seq := range seqs {
+		x := c.bySeq[seq]
+		if x == nil || x.shard != s {
+			c.fail(s.key, "%s gave up %s, not a record of the shard", c.tr.nameLocked(owner), seq)
+			continue
+		}
+		if x.filtered {
+			c.fail(s.key, "%s gave up record %s (key %d #%d), which matches none of the filters", c.tr.nameLocked(owner), short(seq), x.key, x.n)
+		}
 		c.ev++
 		c.stats.GivenUp++
 		if len(x.settles) == 0 {

@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardloop/shardloop/pkg/filter"
 )
 
 // plainWorld is a small world without faults: one local runner reading
@@ -53,5 +56,27 @@ func TestChecks_CatchEachBrokenRule(t *testing.T) {
 			}
 			t.Errorf("sabotage %s: no violation says %q; got %v\n%s", c.sabotage, c.want, res.Violations, strings.Join(res.Trace(60), "\n"))
 		})
+	}
+}
+
+// The filters worlds draw from are valid FilterCriteria patterns, and each
+// lets some records through and keeps others out.
+func TestFilterPool_CompilesAndSplitsTheRecords(t *testing.T) {
+	for _, p := range FilterPool {
+		set, err := filter.Compile([]string{p})
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		pass := 0
+		for k := range 40 {
+			for n := range 100 {
+				if set.Match(filter.Record{Data: recordData(k, n, "xx"), PartitionKey: "k" + strconv.Itoa(k)}) {
+					pass++
+				}
+			}
+		}
+		if p != `{"data":{"z":[{"exists":true}]}}` && (pass == 0 || pass == 4000) {
+			t.Errorf("%s passes %d of 4000 records: want some, not all", p, pass)
+		}
 	}
 }
