@@ -33,7 +33,10 @@ import (
 //   - SHARD_END is written only on a closed shard whose records owed are
 //     all settled;
 //   - a child's first delivery of an epoch comes after every parent's
-//     SHARD_END.
+//     SHARD_END;
+//   - a record the filters drop (computed here with pkg/filter) is never
+//     delivered nor given up, and is owed by no start;
+//   - with tumbling windows, the checks of window.go.
 //
 // What is owed follows from the configuration, not from what the code
 // under test decided: each generation record (as written to the lease
@@ -78,6 +81,17 @@ type checker struct {
 	// filters are the world's filters, compiled here with pkg/filter (nil:
 	// every record passes).
 	filters *filter.Set
+
+	// Tumbling windows (window.go): the window's length, the states the
+	// target returned by name, the state each reader run kept, and the
+	// successful final invocations; curRun is the owner of the last take of
+	// a row by each run key (a local loop's runs share one).
+	window time.Duration
+	folds  map[string]*fold
+	nFolds int
+	kept   map[string]*keptWindow
+	finals []windowFinal
+	curRun map[string]string
 
 	violations []Violation
 	stats      Stats
@@ -245,6 +259,7 @@ func newChecker(tr *tracer) *checker {
 	return &checker{
 		tr: tr, incs: map[int64]int{}, gone: map[int]time.Time{}, bySeq: map[string]*rec{},
 		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
+		folds: map[string]*fold{}, kept: map[string]*keptWindow{}, curRun: map[string]string{},
 	}
 }
 
@@ -368,6 +383,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		ps := c.sh[shardKey{k.inc, p}]
 		parents = parents && ps != nil && ps.endEpoch >= 0 && ps.endEpoch == ps.epoch
 	}
+	c.curRun[run+"|"+k.String()] = owner
 	c.runs[run+"|"+k.String()] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
@@ -588,6 +604,10 @@ func (c *checker) checkpoint(run, owner string, row lease.Lease, seq string) {
 	case x == nil:
 		c.fail(k, "%s checkpointed %s, which is no record written", c.tr.nameLocked(owner), seq)
 		return
+	case x.shard != s && x.shard.key.id == s.key.id && x.shard.key.inc > s.key.inc:
+		// A run of the deleted stream read the stream created again (B5).
+		c.failBug(k, "B5", "%s checkpointed %s, a record of shard %s (the stream created again) on the row of the deleted one", c.tr.nameLocked(owner), short(seq), x.shard.key)
+		return
 	case x.shard != s:
 		c.fail(k, "%s checkpointed %s, a record of shard %s", c.tr.nameLocked(owner), short(seq), x.shard.key)
 		return
@@ -668,6 +688,12 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 	take, known := c.runs[run+"|"+s.key.String()]
 	epoch := take.epoch
 	if !known {
+		if _, old := c.runs[run+"|"+shardKey{s.key.inc - 1, s.key.id}.String()]; old && s.bug == "" {
+			// A run that took the row of the deleted stream reads the stream
+			// created again under the same shard id (B5).
+			s.bug = "B5"
+			c.tr.add(s.key.String(), owner, "BUG B5: a run of the deleted stream's shard reads the stream created again")
+		}
 		c.fail(s.key, "%s delivered without having taken the row", c.tr.nameLocked(owner))
 	}
 	if known && take.pending && c.early[owner] && s.bug == "" {
@@ -890,6 +916,8 @@ func (c *checker) finish() {
 			prev, prevEv = x, ev
 		}
 	}
+
+	c.checkFinals()
 
 	// No two loop owners deliver a shard at overlapping times.
 	for k, s := range c.sh {

@@ -32,8 +32,18 @@ func plainWorld() Config {
 // Each check catches the rule it is for: the plain world passes, and
 // breaking one rule in it on purpose is caught by the matching check.
 func TestChecks_CatchEachBrokenRule(t *testing.T) {
-	if res := runWorld(t, plainWorld()); res.Failed() {
-		t.Fatalf("the plain world fails: %v\n%s", res.Violations, strings.Join(res.Trace(80), "\n"))
+	for _, mod := range []func(*Config){
+		func(*Config) {},
+		func(c *Config) { c.Reader.Filters = []string{`{"data":{"t":["a"]}}`} },
+		func(c *Config) { c.Reader.TumblingWindow = 120 * time.Second },
+		func(c *Config) { c.Reader.TumblingWindow, c.Reader.LambdaTarget = 120*time.Second, true },
+		func(c *Config) { c.Reader.ParallelizationFactor = 4 },
+	} {
+		cfg := plainWorld()
+		mod(&cfg)
+		if res := runWorld(t, cfg); res.Failed() {
+			t.Fatalf("the plain world fails: %v\n%s", res.Violations, strings.Join(res.Trace(80), "\n"))
+		}
 	}
 	for _, c := range []struct {
 		sabotage Sabotage
@@ -44,9 +54,17 @@ func TestChecks_CatchEachBrokenRule(t *testing.T) {
 		{CheckpointBack, "moved the checkpoint back"},
 		{EarlyChild, "before its parents"},
 		{EarlyEnd, "wrote SHARD_END while record"},
+		{Unfiltered, "matches none of the filters"},
+		{WindowLost, "with a state that lacks record"},
 	} {
 		t.Run(string(c.sabotage), func(t *testing.T) {
 			cfg := plainWorld()
+			switch c.sabotage {
+			case Unfiltered:
+				cfg.Reader.Filters = []string{`{"data":{"t":["a"]}}`}
+			case WindowLost:
+				cfg.Reader.TumblingWindow = 120 * time.Second
+			}
 			cfg.Sabotage = c.sabotage
 			res := runWorld(t, cfg)
 			for _, v := range res.Violations {

@@ -47,9 +47,8 @@ type Config struct {
 	Sabotage Sabotage
 
 	// ReaderHook, when set, adjusts every reader's options after the world
-	// set them: the place for settings the world does not draw yet
-	// (parallel delivery, filters, tumbling windows). dep is the
-	// deployment's name.
+	// set them: the place for settings the world does not draw yet (KPL
+	// aggregation). dep is the deployment's name.
 	ReaderHook func(dep string, o *reader.Options) `json:"-"`
 }
 
@@ -200,9 +199,23 @@ const (
 	EarlyChild Sabotage = "early-child"
 	// EarlyEnd: reading a closed shard ends before its last records.
 	EarlyEnd Sabotage = "early-end"
+	// Unfiltered: the readers get none of the world's filters (the checker
+	// keeps them).
+	Unfiltered Sabotage = "unfiltered"
+	// WindowLost: two minutes in, the lease table no longer finds any
+	// shard's tumbling window: a run resumes mid-window with a fresh state.
+	WindowLost Sabotage = "window-lost"
 )
 
-// Draw makes the world of seed.
+// Draw makes the world of seed: the stream (1–4 shards, keys, rates, JSON
+// records), one or two deployments with their starts, the reader's
+// settings, the faults and their rates, the clocks, and the timeline
+// (reshards, kills, crashes, a redeploy, a re-creation). Last, so that the
+// rest stays as earlier versions drew it for a seed, the delivery features:
+// parallel lanes (40 %: factor 2–10), else a tumbling window (25 %: 5–120 s,
+// its target folding each window's records into its state, with answers
+// without a state among the faults); a batching window (25 %: 0.2–3 s);
+// filters (30 %: 1–3 patterns of FilterPool).
 func Draw(seed uint64) Config {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	f := r.Float64
