@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardloop/shardloop/pkg/filter"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
 )
@@ -29,7 +33,10 @@ import (
 //   - SHARD_END is written only on a closed shard whose records owed are
 //     all settled;
 //   - a child's first delivery of an epoch comes after every parent's
-//     SHARD_END.
+//     SHARD_END;
+//   - a record the filters drop (computed here with pkg/filter) is never
+//     delivered nor given up, and is owed by no start;
+//   - with tumbling windows, the checks of window.go.
 //
 // What is owed follows from the configuration, not from what the code
 // under test decided: each generation record (as written to the lease
@@ -71,6 +78,21 @@ type checker struct {
 	// generation's start had not reached the row yet (bug B1).
 	early map[string]bool
 
+	// filters are the world's filters, compiled here with pkg/filter (nil:
+	// every record passes).
+	filters *filter.Set
+
+	// Tumbling windows (window.go): the window's length, the states the
+	// target returned by name, the state each reader run kept, and the
+	// successful final invocations; curRun is the owner of the last take of
+	// a row by each run key (a local loop's runs share one).
+	window time.Duration
+	folds  map[string]*fold
+	nFolds int
+	kept   map[string]*keptWindow
+	finals []windowFinal
+	curRun map[string]string
+
 	violations []Violation
 	stats      Stats
 }
@@ -96,7 +118,11 @@ type rec struct {
 	idx         int
 	seq         string
 	arrival     time.Time // on the millisecond grain, as Kinesis stamps it
-	settles     []settle
+	// filtered: the record matches none of the world's filters (pkg/filter,
+	// compiled by the checker): it is consumed, never delivered, and owed
+	// by no start.
+	filtered bool
+	settles  []settle
 }
 
 // settle is one settled delivery (or give-up) of a record.
@@ -161,6 +187,9 @@ const (
 )
 
 func (r *rule) owes(x *rec) bool {
+	if x.filtered {
+		return false // consumed without a delivery: the checkpoint may pass it
+	}
 	if r == nil {
 		return true
 	}
@@ -221,6 +250,7 @@ type runTake struct {
 // Stats count what a world did.
 type Stats struct {
 	Produced, Settled, Duplicates, GivenUp int
+	Filtered                               int
 	Deliveries, Takes, Checkpoints         int
 	Generations                            int
 }
@@ -229,6 +259,7 @@ func newChecker(tr *tracer) *checker {
 	return &checker{
 		tr: tr, incs: map[int64]int{}, gone: map[int]time.Time{}, bySeq: map[string]*rec{},
 		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
+		folds: map[string]*fold{}, kept: map[string]*keptWindow{}, curRun: map[string]string{},
 	}
 }
 
@@ -301,11 +332,17 @@ func (c *checker) shardShape(inc int, id string, parents []string, closed bool) 
 }
 
 // produced registers a record Kinesis acknowledged.
-func (c *checker) produced(inc, key, n int, shardID, seq string, arrival time.Time) {
+func (c *checker) produced(inc, key, n int, shardID, seq string, arrival time.Time, e types.PutRecordsRequestEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.shard(shardKey{inc, shardID})
 	r := &rec{inc: inc, key: key, n: n, shard: s, idx: len(s.recs), seq: seq, arrival: arrival}
+	if c.filters != nil {
+		r.filtered = !c.filters.Match(filter.Record{Data: e.Data, PartitionKey: aws.ToString(e.PartitionKey), SequenceNumber: seq, ApproximateArrivalTimestamp: arrival})
+		if r.filtered {
+			c.stats.Filtered++
+		}
+	}
 	s.recs = append(s.recs, r)
 	c.bySeq[seq] = r
 	kk := keyKey{inc, key}
@@ -346,6 +383,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		ps := c.sh[shardKey{k.inc, p}]
 		parents = parents && ps != nil && ps.endEpoch >= 0 && ps.endEpoch == ps.epoch
 	}
+	c.curRun[run+"|"+k.String()] = owner
 	c.runs[run+"|"+k.String()] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
@@ -566,6 +604,10 @@ func (c *checker) checkpoint(run, owner string, row lease.Lease, seq string) {
 	case x == nil:
 		c.fail(k, "%s checkpointed %s, which is no record written", c.tr.nameLocked(owner), seq)
 		return
+	case x.shard != s && x.shard.key.id == s.key.id && x.shard.key.inc > s.key.inc:
+		// A run of the deleted stream read the stream created again (B5).
+		c.failBug(k, "B5", "%s checkpointed %s, a record of shard %s (the stream created again) on the row of the deleted one", c.tr.nameLocked(owner), short(seq), x.shard.key)
+		return
 	case x.shard != s:
 		c.fail(k, "%s checkpointed %s, a record of shard %s", c.tr.nameLocked(owner), short(seq), x.shard.key)
 		return
@@ -646,6 +688,12 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 	take, known := c.runs[run+"|"+s.key.String()]
 	epoch := take.epoch
 	if !known {
+		if _, old := c.runs[run+"|"+shardKey{s.key.inc - 1, s.key.id}.String()]; old && s.bug == "" {
+			// A run that took the row of the deleted stream reads the stream
+			// created again under the same shard id (B5).
+			s.bug = "B5"
+			c.tr.add(s.key.String(), owner, "BUG B5: a run of the deleted stream's shard reads the stream created again")
+		}
 		c.fail(s.key, "%s delivered without having taken the row", c.tr.nameLocked(owner))
 	}
 	if known && take.pending && c.early[owner] && s.bug == "" {
@@ -669,6 +717,14 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 		// a checkpoint it did not hear written (B3).
 		s.bug = "B3"
 		c.tr.add(s.key.String(), owner, "BUG B3: reopened behind its own checkpoint %s: delivers %s again", short(s.recs[p.idx].seq), short(first.seq))
+	}
+	if c.filters != nil {
+		for _, seq := range seqs {
+			if x := c.bySeq[seq]; x != nil && x.filtered {
+				c.fail(s.key, "%s delivered record %s (key %d #%d), which matches none of the filters", c.tr.nameLocked(owner), short(seq), x.key, x.n)
+				break
+			}
+		}
 	}
 	for i, seq := range seqs[:n] {
 		x := c.bySeq[seq]
@@ -724,7 +780,13 @@ func (c *checker) firstDelivery(x *rec, owner string, order int64) {
 }
 
 // givenUp notes a batch given up and accepted by the destination.
+//
+// The records given up are those of the record's payload (the invocation
+// event of the batch): with parallel lanes a batch holds its lane's records
+// only, so the range from StartSequenceNumber to EndSequenceNumber holds
+// other lanes' records too, which are not given up.
 func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit bool, ageLimit bool) {
+	payload, err := fr.Payload()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	info := fr.KinesisBatchInfo
@@ -734,6 +796,15 @@ func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit
 		return
 	}
 	s := a.shard
+	seqs := fieldValues(payload, `"sequenceNumber":"`)
+	switch {
+	case err != nil:
+		c.fail(s.key, "%s gave up a batch whose payload does not build: %v", c.tr.nameLocked(owner), err)
+		return
+	case len(seqs) == 0 || seqs[0] != info.StartSequenceNumber || seqs[len(seqs)-1] != info.EndSequenceNumber || len(seqs) != int(info.BatchSize):
+		c.fail(s.key, "%s gave up records %s to %s (%d), but its payload holds %d records", c.tr.nameLocked(owner), short(info.StartSequenceNumber), short(info.EndSequenceNumber), info.BatchSize, len(seqs))
+		return
+	}
 	switch cond := fr.RequestContext.Condition; {
 	case cond == reader.ConditionRetryAttemptsExhausted && !retryLimit:
 		c.fail(s.key, "%s gave records up for %s with no retry limit set", c.tr.nameLocked(owner), cond)
@@ -741,7 +812,15 @@ func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit
 		c.fail(s.key, "%s gave records up for %s with no age limit set", c.tr.nameLocked(owner), cond)
 	}
 	epoch := c.runs[run+"|"+s.key.String()].epoch
-	for _, x := range s.recs[a.idx : b.idx+1] {
+	for _, seq := range seqs {
+		x := c.bySeq[seq]
+		if x == nil || x.shard != s {
+			c.fail(s.key, "%s gave up %s, not a record of the shard", c.tr.nameLocked(owner), seq)
+			continue
+		}
+		if x.filtered {
+			c.fail(s.key, "%s gave up record %s (key %d #%d), which matches none of the filters", c.tr.nameLocked(owner), short(seq), x.key, x.n)
+		}
 		c.ev++
 		c.stats.GivenUp++
 		if len(x.settles) == 0 {
@@ -837,6 +916,8 @@ func (c *checker) finish() {
 			prev, prevEv = x, ev
 		}
 	}
+
+	c.checkFinals()
 
 	// No two loop owners deliver a shard at overlapping times.
 	for k, s := range c.sh {

@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardloop/shardloop/pkg/filter"
 )
 
 // plainWorld is a small world without faults: one local runner reading
@@ -29,8 +32,18 @@ func plainWorld() Config {
 // Each check catches the rule it is for: the plain world passes, and
 // breaking one rule in it on purpose is caught by the matching check.
 func TestChecks_CatchEachBrokenRule(t *testing.T) {
-	if res := runWorld(t, plainWorld()); res.Failed() {
-		t.Fatalf("the plain world fails: %v\n%s", res.Violations, strings.Join(res.Trace(80), "\n"))
+	for _, mod := range []func(*Config){
+		func(*Config) {},
+		func(c *Config) { c.Reader.Filters = []string{`{"data":{"t":["a"]}}`} },
+		func(c *Config) { c.Reader.TumblingWindow = 120 * time.Second },
+		func(c *Config) { c.Reader.TumblingWindow, c.Reader.LambdaTarget = 120*time.Second, true },
+		func(c *Config) { c.Reader.ParallelizationFactor = 4 },
+	} {
+		cfg := plainWorld()
+		mod(&cfg)
+		if res := runWorld(t, cfg); res.Failed() {
+			t.Fatalf("the plain world fails: %v\n%s", res.Violations, strings.Join(res.Trace(80), "\n"))
+		}
 	}
 	for _, c := range []struct {
 		sabotage Sabotage
@@ -41,9 +54,17 @@ func TestChecks_CatchEachBrokenRule(t *testing.T) {
 		{CheckpointBack, "moved the checkpoint back"},
 		{EarlyChild, "before its parents"},
 		{EarlyEnd, "wrote SHARD_END while record"},
+		{Unfiltered, "matches none of the filters"},
+		{WindowLost, "with a state that lacks record"},
 	} {
 		t.Run(string(c.sabotage), func(t *testing.T) {
 			cfg := plainWorld()
+			switch c.sabotage {
+			case Unfiltered:
+				cfg.Reader.Filters = []string{`{"data":{"t":["a"]}}`}
+			case WindowLost:
+				cfg.Reader.TumblingWindow = 120 * time.Second
+			}
 			cfg.Sabotage = c.sabotage
 			res := runWorld(t, cfg)
 			for _, v := range res.Violations {
@@ -53,5 +74,27 @@ func TestChecks_CatchEachBrokenRule(t *testing.T) {
 			}
 			t.Errorf("sabotage %s: no violation says %q; got %v\n%s", c.sabotage, c.want, res.Violations, strings.Join(res.Trace(60), "\n"))
 		})
+	}
+}
+
+// The filters worlds draw from are valid FilterCriteria patterns, and each
+// lets some records through and keeps others out.
+func TestFilterPool_CompilesAndSplitsTheRecords(t *testing.T) {
+	for _, p := range FilterPool {
+		set, err := filter.Compile([]string{p})
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		pass := 0
+		for k := range 40 {
+			for n := range 100 {
+				if set.Match(filter.Record{Data: recordData(k, n, "xx"), PartitionKey: "k" + strconv.Itoa(k)}) {
+					pass++
+				}
+			}
+		}
+		if p != `{"data":{"z":[{"exists":true}]}}` && (pass == 0 || pass == 4000) {
+			t.Errorf("%s passes %d of 4000 records: want some, not all", p, pass)
+		}
 	}
 }

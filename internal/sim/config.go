@@ -47,9 +47,8 @@ type Config struct {
 	Sabotage Sabotage
 
 	// ReaderHook, when set, adjusts every reader's options after the world
-	// set them: the place for settings the world does not draw yet
-	// (parallel delivery, filters, tumbling windows). dep is the
-	// deployment's name.
+	// set them: the place for settings the world does not draw yet (KPL
+	// aggregation). dep is the deployment's name.
 	ReaderHook func(dep string, o *reader.Options) `json:"-"`
 }
 
@@ -91,6 +90,16 @@ type ReaderConfig struct {
 	// as JSON, to a model of a Lambda function answering with
 	// batchItemFailures; otherwise the target is called in process.
 	LambdaTarget bool
+	// ParallelizationFactor is the lanes per shard (0 or 1: one);
+	// BatchingWindow gathers reads into one delivery.
+	ParallelizationFactor int
+	BatchingWindow        time.Duration
+	// Filters are FilterCriteria patterns (pkg/filter) over the records'
+	// data ({"k":<key>,"n":<number>,"t":"a"|"b",...}) or partition key.
+	Filters []string
+	// TumblingWindow, when set (with one lane), makes the target a
+	// reader.WindowTarget whose state names what it folded in the window.
+	TumblingWindow time.Duration
 }
 
 // Faults are the shares of calls that fail or are slow, and the latencies.
@@ -112,6 +121,9 @@ type Faults struct {
 	TargetLatency, TargetTail                         time.Duration
 	TargetFail, TargetPartial, TargetSlow, TargetLost float64
 	TargetSlowMax                                     time.Duration
+	// TargetNoState: with tumbling windows, the function answers without a
+	// state (a failed invocation, as Lambda's trigger counts it).
+	TargetNoState float64
 	// DestinationFail: the on-failure destination refuses a record.
 	DestinationFail float64
 	// The Lambda shape: Read invocations refused before the function runs
@@ -187,9 +199,23 @@ const (
 	EarlyChild Sabotage = "early-child"
 	// EarlyEnd: reading a closed shard ends before its last records.
 	EarlyEnd Sabotage = "early-end"
+	// Unfiltered: the readers get none of the world's filters (the checker
+	// keeps them).
+	Unfiltered Sabotage = "unfiltered"
+	// WindowLost: two minutes in, the lease table no longer finds any
+	// shard's tumbling window: a run resumes mid-window with a fresh state.
+	WindowLost Sabotage = "window-lost"
 )
 
-// Draw makes the world of seed.
+// Draw makes the world of seed: the stream (1–4 shards, keys, rates, JSON
+// records), one or two deployments with their starts, the reader's
+// settings, the faults and their rates, the clocks, and the timeline
+// (reshards, kills, crashes, a redeploy, a re-creation). Last, so that the
+// rest stays as earlier versions drew it for a seed, the delivery features:
+// parallel lanes (40 %: factor 2–10), else a tumbling window (25 %: 5–120 s,
+// its target folding each window's records into its state, with answers
+// without a state among the faults); a batching window (25 %: 0.2–3 s);
+// filters (30 %: 1–3 patterns of FilterPool).
 func Draw(seed uint64) Config {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	f := r.Float64
@@ -310,9 +336,41 @@ func Draw(seed uint64) Config {
 	if f() < 0.15 {
 		c.Events = append(c.Events, Event{At: between(c.Produce/3, 2*c.Produce/3), Kind: Recreate, Shards: 1 + r.IntN(4)})
 	}
+
+	// Delivery features, drawn last so that the draws above stay those of
+	// earlier versions for the same seed.
+	switch x := f(); {
+	case x < 0.4:
+		c.Reader.ParallelizationFactor = 2 + r.IntN(9)
+	case x < 0.65:
+		c.Reader.TumblingWindow = time.Duration(5+r.IntN(116)) * time.Second
+		c.Faults.TargetNoState = rate(0.6, 0.05)
+	}
+	if f() < 0.25 {
+		c.Reader.BatchingWindow = between(200*time.Millisecond, 3*time.Second)
+	}
+	if f() < 0.3 {
+		for _, i := range r.Perm(len(FilterPool))[:1+r.IntN(3)] {
+			c.Reader.Filters = append(c.Reader.Filters, FilterPool[i])
+		}
+	}
 	_ = pick
 	sortEvents(c.Events)
 	return c
+}
+
+// FilterPool are the patterns worlds draw their filters from: over the
+// records' data, as the producer writes it ({"k":<key>,"n":<its number>,
+// "t":"a" or "b",...}), and over the partition key ("k<key>").
+var FilterPool = []string{
+	`{"data":{"t":["a"]}}`,
+	`{"data":{"t":[{"anything-but":["a"]}],"k":[{"numeric":["<",20]}]}}`,
+	`{"data":{"k":[{"numeric":[">=",3,"<",30]}]}}`,
+	`{"data":{"n":[{"numeric":[">=",20]}]}}`,
+	`{"partitionKey":[{"prefix":"k1"}]}`,
+	`{"partitionKey":[{"suffix":"7"}]}`,
+	`{"data":{"t":["b"],"n":[{"numeric":["<",60]}]}}`,
+	`{"data":{"z":[{"exists":true}]}}`,
 }
 
 func sortEvents(es []Event) {
@@ -345,7 +403,7 @@ var Reductions = []struct {
 	}},
 	{"no target faults", func(c *Config) {
 		f := &c.Faults
-		f.TargetFail, f.TargetPartial, f.TargetSlow, f.TargetLost, f.DestinationFail = 0, 0, 0, 0, 0
+		f.TargetFail, f.TargetPartial, f.TargetSlow, f.TargetLost, f.DestinationFail, f.TargetNoState = 0, 0, 0, 0, 0, 0
 	}},
 	{"no Lambda faults", func(c *Config) {
 		f := &c.Faults
@@ -369,6 +427,10 @@ var Reductions = []struct {
 	}},
 	{"fewer keys", func(c *Config) { c.Keys = max(1, c.Keys/4) }},
 	{"slower production", func(c *Config) { c.Rate = max(0.5, c.Rate/4) }},
+	{"one lane", func(c *Config) { c.Reader.ParallelizationFactor = 0 }},
+	{"no batching window", func(c *Config) { c.Reader.BatchingWindow = 0 }},
+	{"no filters", func(c *Config) { c.Reader.Filters = nil }},
+	{"no tumbling window", func(c *Config) { c.Reader.TumblingWindow = 0 }},
 }
 
 func dropEvents(es []Event, kinds ...EventKind) []Event {
@@ -416,8 +478,8 @@ func (c Config) Summary() string {
 		counts[e.Kind]++
 	}
 	rc := c.Reader
-	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s), lambda target %v; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d",
+	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d",
 		c.Shards, c.Keys, c.Rate, c.Produce, strings.Join(ds, " "), rc.BatchSize, rc.Poll, rc.RunLength, rc.Lease, rc.Renew,
-		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.LambdaTarget,
+		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.LambdaTarget, max(1, rc.ParallelizationFactor), rc.BatchingWindow, len(rc.Filters), rc.TumblingWindow,
 		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate])
 }

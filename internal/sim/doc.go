@@ -9,7 +9,8 @@
 // one or more processes) or the Lambda shape (a model of the coordinator's
 // one-minute schedule and nudges, Step Functions executions with the ASL's
 // retries and continue-as-new, and shardreader invocations with deadlines),
-// with their start positions and redeploys; the faults of the lease store,
+// with their start positions and redeploys; parallel lanes, batching
+// windows, filters and tumbling windows (window.go); the faults of the lease store,
 // of Kinesis, of the target and of Lambda and Step Functions, with their
 // rates and latencies; each host's clock, skewed and drifting; kills,
 // crashes, splits, merges and a stream deleted and created again. Run runs

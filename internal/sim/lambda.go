@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -496,6 +497,13 @@ func (d deadTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 		return 0, errDead
 	}
 	return d.t.Deliver(ctx, b)
+}
+
+func (d deadTarget) DeliverWindow(ctx context.Context, b reader.WindowBatch) (int, json.RawMessage, error) {
+	if d.ks.dead() {
+		return 0, nil, errDead
+	}
+	return d.t.(reader.WindowTarget).DeliverWindow(ctx, b)
 }
 
 // deadKinesis reads nothing once its invocation is dead.

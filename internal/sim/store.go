@@ -404,6 +404,7 @@ func (s *store) CheckpointWindow(ctx context.Context, stream, shardID, owner str
 			return err
 		}
 		w := s.t.w
+		w.chk.stored(win.State)
 		w.tr.add(w.shardName(shardID), owner, "checkpoint %s with its window", short(win.Seq))
 		if l, err := s.t.inner.Get(ctx, stream, shardID); err == nil {
 			w.chk.checkpoint(runKey(invocationOf(ctx), owner), owner, l, win.Seq)
@@ -420,6 +421,9 @@ func (s *store) CheckpointWindow(ctx context.Context, stream, shardID, owner str
 func (s *store) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
 	var out lease.Window
 	err := s.call(ctx, "get window", stream, shardID, false, func() (err error) {
+		if s.t.w.cfg.Sabotage == WindowLost && time.Since(s.t.w.began) > 2*time.Minute {
+			return lease.ErrNotFound
+		}
 		out, err = s.t.inner.GetWindow(ctx, stream, shardID)
 		return err
 	})

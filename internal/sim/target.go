@@ -92,7 +92,7 @@ func (t *target) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 	for i, r := range b.Records {
 		seqs[i] = aws.ToString(r.SequenceNumber)
 	}
-	n, o := t.run(ctx, b.ShardID, seqs)
+	n, o := t.run(ctx, b.ShardID, seqs, false)
 	switch o {
 	case outTimeout:
 		return 0, fmt.Errorf("sim: target timed out after %s: %w", t.w.cfg.Reader.FunctionTimeout, errFunction)
@@ -112,10 +112,15 @@ const (
 	outTimeout
 	outLost
 	outCancelled
+	// outNoState: with a tumbling window, the function settled the records
+	// but answered without a state: a failed invocation.
+	outNoState
 )
 
-// run is the function at work on seqs of a shard.
-func (t *target) run(ctx context.Context, shardID string, seqs []string) (int, outcome) {
+// run is the function at work on seqs of a shard; noState: with a
+// tumbling window, it answers without a state (a failed invocation: what it
+// did counts as settling nothing).
+func (t *target) run(ctx context.Context, shardID string, seqs []string, noState bool) (int, outcome) {
 	w := t.w
 	f := &w.cfg.Faults
 	owner, run, known := ownerOf(ctx)
@@ -147,6 +152,14 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string) (int, o
 		w.chk.delivery(owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records failed (injected)", len(seqs))
 		return 0, outFailed
+	case noState:
+		n := len(seqs)
+		if x < f.TargetFail+f.TargetPartial && n > 1 {
+			n = partial
+		}
+		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.tr.add(w.shardName(shardID), owner, "settled %d of %d records %s…%s, answered without a state (injected)", n, len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
+		return n, outNoState
 	case x < f.TargetFail+f.TargetPartial && len(seqs) > 1:
 		w.chk.delivery(owner, run, shardID, seqs, start, partial)
 		w.tr.add(w.shardName(shardID), owner, "settled %d of %d records %s…%s (partial, injected)", partial, len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
@@ -171,13 +184,24 @@ type function struct{ t *target }
 // the payload is well formed (reader.LambdaTarget's own tests hold it to
 // Lambda's event), and decoding it is most of a world's cost otherwise.
 func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	if bytes.Contains(in.Payload, []byte(`"isFinalInvokeForWindow":`)) {
+		body, fnErr, err := fn.invokeWindow(ctx, in.Payload)
+		if err != nil {
+			return nil, err
+		}
+		out := &lambda.InvokeOutput{StatusCode: 200, Payload: body}
+		if fnErr != "" {
+			out.FunctionError = aws.String(fnErr)
+		}
+		return out, nil
+	}
 	seqs := fieldValues(in.Payload, `"sequenceNumber":"`)
 	ids := fieldValues(in.Payload, `"eventID":"`)
 	if len(seqs) == 0 || len(ids) != len(seqs) {
 		return nil, fmt.Errorf("sim: the function got an event it cannot read: %.200s", in.Payload)
 	}
 	shardID, _, _ := strings.Cut(ids[0], ":")
-	n, o := fn.t.run(ctx, shardID, seqs)
+	n, o := fn.t.run(ctx, shardID, seqs, false)
 	switch o {
 	case outCancelled:
 		return nil, fmt.Errorf("sim: invoke: %w", ctx.Err())

@@ -29,6 +29,12 @@ func (r *run) out(reason Reason, cont bool) State {
 		return st
 	}
 	iter, issued, whole := r.handOn()
+	if r.windowed() && r.behind() {
+		// The records settled past the checkpoint are folded only into this
+		// run's window state; the next run resumes with the window written
+		// at the checkpoint, so it must read them again from there.
+		iter, whole = "", false
+	}
 	if iter != "" {
 		st.Iterator, st.IteratorIssuedAt = iter, issued.UnixMilli()
 	}

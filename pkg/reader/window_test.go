@@ -333,3 +333,72 @@ func TestTumblingWindow_StateSurvivesRunsAndATakeover(t *testing.T) {
 		}
 	}
 }
+
+// failingWindows is a memory store whose window checkpoints fail (before
+// the write) while fail is set.
+type failingWindows struct {
+	*lease.MemoryStore
+	mu   sync.Mutex
+	fail bool
+}
+
+func (f *failingWindows) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail {
+		return errors.New("store unavailable")
+	}
+	return f.MemoryStore.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+// TestTumblingWindow_ARunEndingBehindItsWindowHandsOnNoIterator: a run whose
+// last window checkpoints failed ends with records settled past the
+// checkpoint, their fold only in its memory. The next run resumes with the
+// window written at the checkpoint, so it must read those records again
+// (not continue from the run's iterator past them): else the window loses
+// them.
+func TestTumblingWindow_ARunEndingBehindItsWindowHandsOnNoIterator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		st := &failingWindows{MemoryStore: m.store}
+		tgt := &windowCounter{}
+		o := memWindowOpts(m, tgt, MaxTumblingWindow) // virtual time starts on a 15-minute boundary
+		o.Store = st
+		o.RetryMin, o.RetryMax = time.Second, time.Second
+		m.put(t, []string{"a"}, 2)
+		out, err := Run(t.Context(), o, m.state("A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two more records, whose window checkpoints fail to the run's end.
+		st.mu.Lock()
+		st.fail = true
+		st.mu.Unlock()
+		m.put(t, []string{"b"}, 2)
+		if out, err = Run(t.Context(), o, out); err != nil {
+			t.Fatal(err)
+		}
+		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Checkpoint != m.seqs[1] {
+			t.Fatalf("checkpoint %s, want the second record's (the later writes failed)", row.Checkpoint)
+		}
+		st.mu.Lock()
+		st.fail = false
+		st.mu.Unlock()
+		m.put(t, []string{"c"}, 1)
+		if _, err = Run(t.Context(), o, out); err != nil {
+			t.Fatal(err)
+		}
+		w, err := m.store.GetWindow(t.Context(), m.stream, m.shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var state map[string]string
+		_ = json.Unmarshal(w.State, &state)
+		// Records 2 and 3 are folded again from the checkpointed state (2):
+		// at least once, 5 folds in all, 4 of them distinct.
+		if w.Seq != m.seqs[4] || state["count"] != "5" {
+			t.Fatalf("window on the row %+v (state %s), want the fifth record's with a count of 5 (records 2 and 3 folded again after the failed writes); invocations %+v", w.Seq, w.State, tgt.all())
+		}
+	})
+}
