@@ -561,9 +561,7 @@ func recordData(k, n int, pad string) []byte {
 // violations are all known bugs' does not fail TestSim (it is reported);
 // with -sim.strict it does. Remove a bug here when its fix lands: its
 // worlds are then ordinary failures again.
-var KnownBugs = map[string]string{
-	"B5": "pkg/reader: a run that took a shard's row before the stream was deleted goes on reading after it was created again (same name, same shard ids): it delivers the new stream's records without a take of the new incarnation's row, and checkpoints them on the old row",
-}
+var KnownBugs = map[string]string{}
 
 // Unknown returns the violations that are no known bug's.
 func (r *Result) Unknown() []Violation {

@@ -32,6 +32,8 @@ type cursor struct {
 	errors   int       // consecutive read errors, across runs
 	row      lease.Lease
 	pace     pacer
+	// gone: a read found the stream deleted (ResourceNotFoundException).
+	gone bool
 }
 
 // readOut is what one read returned.
@@ -309,7 +311,16 @@ func (c *cursor) readFailed(waits context.Context, what string, err error) reope
 	}
 	var expired *types.ExpiredIteratorException
 	var throttled *types.ProvisionedThroughputExceededException
+	var gone *types.ResourceNotFoundException
 	switch {
+	case errors.As(err, &gone):
+		// The stream was deleted: nothing more to read under this row (a
+		// stream created again under its name is another incarnation, for
+		// the coordinator to take afresh).
+		r.log.Warn("the stream is gone; ending the run", "op", what, "err", err)
+		r.o.Hooks.ReadError(r.in.Stream, r.in.ShardID, err, false)
+		c.gone = true
+		return stop
 	case errors.As(err, &expired):
 		r.log.Info("iterator expired; reopening", "err", err)
 		c.iter = ""

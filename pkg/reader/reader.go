@@ -106,6 +106,17 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 			r.ahead = ahead{}
 		}
 	}
+	if r.streamGone(h.Context(), row) {
+		if err := h.Release(context.WithoutCancel(ctx)); err != nil {
+			r.log.Warn("release failed; the lease will expire", "err", err)
+		}
+		if o.Nudge != nil {
+			o.Nudge(ctx)
+		}
+		out := r.in
+		out.Reason = ReasonStreamGone
+		return out, nil
+	}
 	if o.TumblingWindow > 0 {
 		if err := r.loadWindow(ctx); err != nil {
 			return in, err
@@ -286,6 +297,9 @@ func (r *run) loop(parent context.Context) State {
 	case outShardEnd:
 		return r.shardEnd(parent, true)
 	case outReadErrors:
+		if r.cur.gone {
+			return r.release(parent, ReasonStreamGone)
+		}
 		return r.release(parent, ReasonReadErrors)
 	case outReleased:
 		return r.release(parent, ReasonReleased)

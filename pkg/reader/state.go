@@ -26,6 +26,12 @@ const (
 	// in flight settle, checkpointed what settled and released the lease,
 	// so another owner may take the shard at once. The loop ends.
 	ReasonReleased Reason = "released"
+	// ReasonStreamGone: the stream the shard's row was written for is gone:
+	// Kinesis no longer knows it, or a stream of that name was created since
+	// (its creation time is not the row's incarnation). The lease was
+	// released, for the coordinator to replace the row under the stream
+	// that exists. The loop ends.
+	ReasonStreamGone Reason = "stream_gone"
 )
 
 // State is what one run hands the next: the Step Functions payload of a

@@ -1,0 +1,84 @@
+package reader
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+func countingTarget(n *atomic.Int64, each func()) Target {
+	return FuncTarget(func(_ context.Context, b Batch) (int, error) {
+		n.Add(int64(len(b.Records)))
+		if each != nil {
+			each()
+		}
+		return len(b.Records), nil
+	})
+}
+
+// TestRun_StreamGone_ARowOfAnEarlierStreamIsReleasedUnread: the shard's row
+// was taken under a stream of this name created at another time (its
+// incarnation); the stream there now is another one. A run delivers
+// nothing under that row: it releases the lease and ends the loop, for the
+// coordinator to replace the row under the stream that exists.
+func TestRun_StreamGone_ARowOfAnEarlierStreamIsReleasedUnread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 5)
+		if _, err := m.store.Take(t.Context(), m.stream, m.shard, "A", lease.WithIncarnation(12345)); err != nil {
+			t.Fatal(err)
+		}
+		var delivered atomic.Int64
+		o := Options{Kinesis: m.k, Store: m.store, Target: countingTarget(&delivered, nil), PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second}
+		st, err := Run(t.Context(), o, m.state("A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reason != ReasonStreamGone || st.Continue || delivered.Load() != 0 {
+			t.Fatalf("reason %s continue %v, %d delivered: want %s, the loop ended, nothing delivered", st.Reason, st.Continue, delivered.Load(), ReasonStreamGone)
+		}
+		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Owner != "" {
+			t.Fatalf("row %+v: want the lease released", row)
+		}
+	})
+}
+
+// TestRun_StreamGone_ADeletedStreamEndsTheRun: the stream is deleted while
+// a run reads it. The run ends at its next read, with the lease released
+// and what it delivered checkpointed, rather than retry until its length
+// is up (and read a stream created again under the same name with this
+// row's checkpoint).
+func TestRun_StreamGone_ADeletedStreamEndsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 3)
+		var delivered atomic.Int64
+		var deleted atomic.Bool
+		del := func() {
+			if !deleted.Swap(true) {
+				if _, err := m.k.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(m.stream)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		o := Options{Kinesis: m.k, Store: m.store, Target: countingTarget(&delivered, del), BatchSize: 3, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Minute}
+		began := time.Now()
+		st, err := Run(t.Context(), o, m.state("A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reason != ReasonStreamGone || st.Continue || delivered.Load() != 3 || time.Since(began) > time.Minute {
+			t.Fatalf("reason %s continue %v after %s, %d delivered: want %s at once, the loop ended, the 3 records delivered", st.Reason, st.Continue, time.Since(began), delivered.Load(), ReasonStreamGone)
+		}
+		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Owner != "" || row.Checkpoint != m.seqs[2] {
+			t.Fatalf("row %+v: want the lease released at the last record delivered %s", row, m.seqs[2])
+		}
+	})
+}
