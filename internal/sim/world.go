@@ -39,6 +39,10 @@ type World struct {
 	ctx  context.Context
 	deps []driver
 	bg   sync.WaitGroup // the world's own helpers
+	// shape is held while the stream is created and its incarnation
+	// registered, and while its shape is noted, so that a shape is always
+	// noted under the incarnation it was listed from.
+	shape sync.Mutex
 
 	mu      sync.Mutex
 	inc     int   // the stream's current incarnation
@@ -195,6 +199,7 @@ func (w *World) shardName(shardID string) string {
 // createStream creates the stream (again) and registers its incarnation.
 func (w *World) createStream(n int) {
 	ctx := context.Background()
+	w.shape.Lock()
 	if _, err := w.kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(streamName), ShardCount: aws.Int32(int32(n))}); err != nil {
 		panic(fmt.Sprintf("sim: create stream: %v", err))
 	}
@@ -207,13 +212,22 @@ func (w *World) createStream(n int) {
 	w.mu.Lock()
 	w.inc, w.created = inc, created
 	w.mu.Unlock()
+	w.shape.Unlock()
 	w.noteShape()
 	w.tr.add("", "", "stream created with %d shards (incarnation %d)", n, inc)
 }
 
-// noteShape tells the checker the stream's shards as listed.
+// noteShape tells the checker the stream's shards as listed. A stream
+// deleted meanwhile (a re-creation after a reshard) has no shape to note:
+// the one created next is noted when it is.
 func (w *World) noteShape() []shards.Shard {
+	w.shape.Lock()
+	defer w.shape.Unlock()
 	ls, err := shards.List(context.Background(), w.kin, streamName)
+	var gone *types.ResourceNotFoundException
+	if errors.As(err, &gone) {
+		return nil
+	}
 	if err != nil {
 		panic(fmt.Sprintf("sim: list shards: %v", err))
 	}
