@@ -429,15 +429,27 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	res.Step, res.Generation = step.String(), rec
 	// A record of an earlier incarnation says nothing about this one's rows.
 	applied := !found || rec.Applied || (rec.Incarnation != 0 && sum.incarnation != 0 && rec.Incarnation != sum.incarnation)
+	apply := sub // the configuration whose start is applied
+	// A default generation (no start: each shard without a row opens at the
+	// record's pinned tip) is the same whoever applies it: a coordinator
+	// that does not own it finishes it when its own coordinator could not,
+	// rather than wait (and take nothing) until it does.
+	finishDefault := !applied && rec.ID == lease.DefaultGeneration
 	switch step {
 	case genFollow:
-		return false, applied, nil
+		if !finishDefault {
+			return false, applied, nil
+		}
+		apply = Subscription{Stream: sub.Stream}
 	case genStale:
 		res.StaleConfiguration = true
 		log.WarnContext(ctx, "the stream's recorded generation is newer than this configuration's start position; changing nothing",
 			"start", sub.Start, "generation", sub.Generation, "recorded", rec.ID, "recorded_start", rec.Start,
 			"recorded_order", rec.Order, "recorded_at", rec.RecordedAt, "recorded_by", rec.RecordedBy)
-		return false, applied, nil
+		if !finishDefault {
+			return false, applied, nil
+		}
+		apply = Subscription{Stream: sub.Stream}
 	case genBegin:
 		if err := checkSequenceShard(sub, listing); err != nil {
 			return false, false, err
@@ -446,7 +458,17 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 		if found {
 			prevOrder = rec.Order
 		}
-		next := newGeneration(rec, found, sub, listing, sum.incarnation, sum.serverNow, c.cfg.Clock(), c.cfg.Name)
+		begin := sub
+		if sequenceOfEarlierStream(rec, found, sub, sum.incarnation) {
+			// The record it names went with the stream it was recorded for:
+			// the stream created again begins as without a start, and this
+			// configuration is superseded (stale) from now on.
+			log.WarnContext(ctx, "the configured sequence start names a record of an earlier stream of this name; the stream created again begins without a start",
+				"start", sub.Start, "recorded_incarnation", rec.Incarnation, "incarnation", sum.incarnation)
+			begin.Start, begin.Generation = "", ""
+		}
+		apply = begin
+		next := newGeneration(rec, found, begin, listing, sum.incarnation, sum.serverNow, c.cfg.Clock(), c.cfg.Name)
 		next.Applied = adoptsLegacy(rows, sub)
 		if err := c.store.PutGeneration(ctx, stream, next, prevOrder); err != nil {
 			if errors.Is(err, lease.ErrChanged) {
@@ -477,7 +499,7 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 			continue
 		}
 		row, hasRow := rows[id]
-		st, err := startFor(rec, sub, s, row, hasRow)
+		st, err := startFor(rec, apply, s, row, hasRow)
 		if err != nil {
 			return n > 0, false, err
 		}

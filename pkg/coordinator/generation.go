@@ -78,6 +78,19 @@ func stepFor(rec lease.Generation, found bool, sub Subscription, incarnation int
 	return genBegin
 }
 
+// sequenceOfEarlierStream reports whether sub's start is a sequence
+// position that the stream's record shows applied to an earlier
+// incarnation of the stream: a sequence number names a record of one
+// stream, gone with it when the stream was deleted, so it is never applied
+// to a stream created again under the same name.
+func sequenceOfEarlierStream(rec lease.Generation, found bool, sub Subscription, incarnation int64) bool {
+	if !found || rec.ID != generationID(sub) || rec.Incarnation == 0 || incarnation == 0 || rec.Incarnation == incarnation {
+		return false
+	}
+	p, err := reader.ParsePosition(sub.Start)
+	return err == nil && p.Kind == reader.Sequence
+}
+
 // pinTip is the text form of a tip pinned at serverNow, Kinesis's time: one
 // second earlier, since the Date header it comes from is rounded down to
 // the second and arrival times are stamped by other hosts of the service. A

@@ -331,6 +331,61 @@ func TestPass_StreamCreatedAgainUnderTheSameNameIsNotWedged(t *testing.T) {
 	}
 }
 
+// recreate deletes stream and creates it again with n shards, ACTIVE.
+func recreate(t *testing.T, kc *kinesis.Client, stream string, n int32) {
+	t.Helper()
+	if _, err := kc.DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, err := kc.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		return err != nil
+	})
+	time.Sleep(10 * time.Millisecond) // a creation time of its own
+	if _, err := kc.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(n)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		out, err := kc.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		return err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE"
+	})
+}
+
+// TestPass_SequenceStartIsNeverAppliedToAStreamCreatedAgain: a sequence
+// start names one record of one stream. A coordinator still configured
+// with it when the stream is deleted and created again (an older
+// invocation running through a redeploy) used to begin the new stream with
+// it: every read of that shard failed, forever, and its records were never
+// delivered (found by the simulator). The new stream begins as without a
+// start, and the configuration is stale from then on.
+func TestPass_SequenceStartIsNeverAppliedToAStreamCreatedAgain(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	put, err := kc.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"), Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := "sequence:shardId-000000000000:" + aws.ToString(put.SequenceNumber)
+	store := memStore(t)
+	cfg := sub(stream, start)
+	cfg.LeaseDuration = 300 * time.Millisecond
+	c := newCoordinator(t, cfg, store, kc, &recorder{})
+	if res := pass(t, c); res.Step != "begin" || rowsOf(t, store, stream)["shardId-000000000000"].Start != start {
+		t.Fatalf("first pass = %+v, want the sequence start recorded on shard 0", res)
+	}
+	recreate(t, kc, stream, 1)
+	res := pass(t, c)
+	if res.Step != "begin" || res.Generation.ID != lease.DefaultGeneration || res.GenerationPending {
+		t.Fatalf("pass over the stream created again = %+v, want a default generation begun and applied", res)
+	}
+	if r := rowsOf(t, store, stream)["shardId-000000000000"]; strings.HasPrefix(r.Start, "sequence:") || r.Incarnation != res.Generation.Incarnation {
+		t.Fatalf("shard 0 row = %+v, want a row of the new stream without the old stream's sequence start", r)
+	}
+	if res := pass(t, c); !res.StaleConfiguration {
+		t.Fatalf("next pass = %+v, want the sequence configuration stale", res)
+	}
+}
+
 // skewed is a store whose writes use its host's clock, skew away from now.
 func skewed(t *testing.T, table string, skew time.Duration) lease.Store {
 	t.Helper()
