@@ -34,6 +34,8 @@ type cursor struct {
 	pace     pacer
 	// gone: a read found the stream deleted (ResourceNotFoundException).
 	gone bool
+	// pinAt is the tip this run pinned, or tried to (see pin).
+	pinAt time.Time
 }
 
 // readOut is what one read returned.
@@ -278,15 +280,20 @@ func (c *cursor) reopen(waits context.Context) reopened {
 func (c *cursor) pin(waits context.Context) (Opening, reopened) {
 	r := c.r
 	ctx := r.ctx
-	out, err := r.o.Kinesis.GetShardIterator(ctx, Opening{Type: types.ShardIteratorTypeLatest}.input(r.in.Stream, r.in.StreamARN, r.in.ShardID))
-	if err != nil {
-		return Opening{}, c.readFailed(waits, "get shard iterator LATEST (to pin the tip)", err)
+	// A pin once sent is sent again as it was: its write may have landed
+	// with its answer lost, and a later tip would skip what arrived between.
+	if c.pinAt.IsZero() {
+		out, err := r.o.Kinesis.GetShardIterator(ctx, Opening{Type: types.ShardIteratorTypeLatest}.input(r.in.Stream, r.in.StreamARN, r.in.ShardID))
+		if err != nil {
+			return Opening{}, c.readFailed(waits, "get shard iterator LATEST (to pin the tip)", err)
+		}
+		at, known := shards.ServerTime(out.ResultMetadata)
+		if !known {
+			at = r.o.Clock() // a client without HTTP responses (tests)
+		}
+		c.pinAt = at.Add(-time.Second).Truncate(time.Millisecond)
 	}
-	at, known := shards.ServerTime(out.ResultMetadata)
-	if !known {
-		at = r.o.Clock() // a client without HTTP responses (tests)
-	}
-	at = at.Add(-time.Second).Truncate(time.Millisecond)
+	at := c.pinAt
 	pos := Position{Kind: Timestamp, At: at}.String()
 	row, err := r.holder.Pin(ctx, pos)
 	switch {

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -79,6 +80,55 @@ func TestRun_StreamGone_ADeletedStreamEndsTheRun(t *testing.T) {
 		}
 		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Owner != "" || row.Checkpoint != m.seqs[2] {
 			t.Fatalf("row %+v: want the lease released at the last record delivered %s", row, m.seqs[2])
+		}
+	})
+}
+
+// pinAnswerLost writes the first pin and loses its answer, as a store
+// call that times out after its write landed; put runs in between.
+type pinAnswerLost struct {
+	*lease.MemoryStore
+	pins []string
+	put  func()
+}
+
+var errAnswerLost = errors.New("answer lost (injected)")
+
+func (s *pinAnswerLost) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	l, err := s.MemoryStore.Pin(ctx, stream, shardID, owner, start)
+	s.pins = append(s.pins, start)
+	if len(s.pins) == 1 && err == nil {
+		s.put()
+		return lease.Lease{}, errAnswerLost
+	}
+	return l, err
+}
+
+// TestRun_PinWhoseAnswerWasLostIsSentAgainUnchanged: a reader opening a
+// shard at its tip pins the opening on the row first; that write landed,
+// its answer was lost, and a record arrived. The retry used to pin a later
+// tip, skipping the record, which the row's first pin owed (found by the
+// simulator). It sends the same pin again.
+func TestRun_PinWhoseAnswerWasLostIsSentAgainUnchanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		store := &pinAnswerLost{MemoryStore: m.store}
+		store.put = func() {
+			time.Sleep(10 * time.Millisecond)
+			m.put(t, []string{"a"}, 1)
+		}
+		// No start on the row: the shard opens at its tip.
+		if err := m.store.Delete(t.Context(), m.stream, m.shard, 1); err != nil {
+			t.Fatal(err)
+		}
+		var delivered atomic.Int64
+		o := Options{Kinesis: m.k, Store: store, Target: countingTarget(&delivered, nil), PollInterval: 200 * time.Millisecond,
+			RunLength: 10 * time.Second, ReadErrorWait: 3 * time.Second}
+		if _, err := Run(t.Context(), o, m.state("A")); err != nil {
+			t.Fatal(err)
+		}
+		if len(store.pins) < 2 || store.pins[1] != store.pins[0] || delivered.Load() != 1 {
+			t.Fatalf("pins %q, %d delivered: want the lost pin sent again unchanged and the record after it delivered", store.pins, delivered.Load())
 		}
 	})
 }
