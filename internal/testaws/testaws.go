@@ -71,6 +71,11 @@ func Endpoint(t testing.TB, kind emulators.Kind) string {
 	mu.Unlock()
 	l.once.Do(func() {
 		opts := emulators.Options{LogPath: filepath.Join(os.TempDir(), fmt.Sprintf("shardloop-%s-%d.log", kind, os.Getpid()))}
+		if kind == emulators.Kinesis {
+			// A package's tests share one kinesis-local, whose account
+			// allows 50 open shards by default; AWS's default is higher.
+			opts.Env = append(opts.Env, "SHARD_LIMIT=1000")
+		}
 		l.proc, l.err = emulators.Start(context.Background(), kind, opts)
 	})
 	if l.err != nil {
