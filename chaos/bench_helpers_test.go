@@ -223,21 +223,8 @@ func (s *eventStore) Take(ctx context.Context, stream, shardID, owner string, op
 	return l, err
 }
 
-func (s *eventStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
-	l, err := s.Store.Renew(ctx, stream, shardID, owner)
-	s.e.mu.Lock()
-	s.e.calls["reader.Renew"]++
-	if err == nil {
-		s.e.renewed[lease.LoopOwner(owner)] = time.Now()
-	}
-	s.e.mu.Unlock()
-	return l, err
-}
-
-// RenewCheckpoint counts a renewal that carries a checkpoint as the one
-// lease write it is.
-func (s *eventStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
-	l, err := lease.RenewCheckpoint(ctx, s.Store, stream, shardID, owner, seq, lag)
+func (s *eventStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	l, err := s.Store.Renew(ctx, stream, shardID, owner, rn)
 	s.e.mu.Lock()
 	s.e.calls["reader.Renew"]++
 	if err == nil {
@@ -258,9 +245,9 @@ func (s *eventStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq
 	return l, err
 }
 
-func (s *eventStore) Release(ctx context.Context, stream, shardID, owner string) error {
+func (s *eventStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
 	s.e.count("reader.Release")
-	return s.Store.Release(ctx, stream, shardID, owner)
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
 }
 
 func (s *eventStore) GetMany(ctx context.Context, stream string, ids []string) (map[string]lease.Lease, error) {

@@ -138,7 +138,7 @@ func TestStore_SlowRenewSucceedsLateBeforeOrAfterTheWrite(t *testing.T) {
 		}
 		for range 20 {
 			began := time.Now()
-			l, err := s.Renew(t.Context(), "s", "shard-1", "a")
+			l, err := s.Renew(t.Context(), "s", "shard-1", "a", lease.Renewal{})
 			if took := time.Since(began); err != nil || took < 2*time.Second || took > 5*time.Second {
 				t.Fatalf("slow renew took %s, err %v; want 2 to 5 s and success", took, err)
 			}
@@ -152,7 +152,7 @@ func TestStore_SlowRenewSucceedsLateBeforeOrAfterTheWrite(t *testing.T) {
 		// A caller that stops waiting gets its context's error.
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if _, err := s.Renew(ctx, "s", "shard-1", "a"); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := s.Renew(ctx, "s", "shard-1", "a", lease.Renewal{}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("renew bounded by 1 s: err = %v, want the deadline", err)
 		}
 	})

@@ -70,23 +70,10 @@ func (s *Store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 	return l, err
 }
 
-// Renew implements lease.Store.
-func (s *Store) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
-	if s.In.pick(s.Rates.SlowRenew) == 0 {
-		s.In.count(StoreSlowRenew)
-		return s.slowRenew(ctx, stream, shardID, owner)
-	}
-	var l lease.Lease
-	err := s.fail("Renew", func() (err error) { l, err = s.Store.Renew(ctx, stream, shardID, owner); return err })
-	return l, err
-}
-
-// RenewCheckpoint implements lease.RenewCheckpointer: a renewal that also
-// carries a checkpoint fails, is slow or loses its answer as a renewal does.
-func (s *Store) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
-	do := func(ctx context.Context) (lease.Lease, error) {
-		return lease.RenewCheckpoint(ctx, s.Store, stream, shardID, owner, seq, lag)
-	}
+// Renew implements lease.Store: a renewal (carrying a checkpoint or not)
+// fails, is slow or loses its answer.
+func (s *Store) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	do := func(ctx context.Context) (lease.Lease, error) { return s.Store.Renew(ctx, stream, shardID, owner, rn) }
 	if s.In.pick(s.Rates.SlowRenew) == 0 {
 		s.In.count(StoreSlowRenew)
 		return s.slow(ctx, do)
@@ -94,12 +81,6 @@ func (s *Store) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq
 	var l lease.Lease
 	err := s.fail("Renew", func() (err error) { l, err = do(ctx); return err })
 	return l, err
-}
-
-// slowRenew renews with a delay before or after the write; a caller that
-// gives up waiting (ctx) sees the error, though the write may have been made.
-func (s *Store) slowRenew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
-	return s.slow(ctx, func(ctx context.Context) (lease.Lease, error) { return s.Store.Renew(ctx, stream, shardID, owner) })
 }
 
 // slow runs the write do with a delay before or after it.
@@ -144,6 +125,6 @@ func (s *Store) Checkpoint(ctx context.Context, stream, shardID, owner, seq stri
 }
 
 // Release implements lease.Store.
-func (s *Store) Release(ctx context.Context, stream, shardID, owner string) error {
-	return s.fail("Release", func() error { return s.Store.Release(ctx, stream, shardID, owner) })
+func (s *Store) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.fail("Release", func() error { return s.Store.Release(ctx, stream, shardID, owner, ho) })
 }

@@ -458,11 +458,18 @@ func (d deadStore) Take(ctx context.Context, stream, shardID, owner string, opts
 	return d.Store.Take(ctx, stream, shardID, owner, opts...)
 }
 
-func (d deadStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+func (d deadStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errDead
 	}
-	return d.Store.Renew(ctx, stream, shardID, owner)
+	return d.Store.Renew(ctx, stream, shardID, owner, rn)
+}
+
+func (d deadStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	if d.ks.dead() {
+		return errDead
+	}
+	return d.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
 }
 
 func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
@@ -479,11 +486,11 @@ func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string
 	return d.Store.Pin(ctx, stream, shardID, owner, start)
 }
 
-func (d deadStore) Release(ctx context.Context, stream, shardID, owner string) error {
+func (d deadStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
 	if d.ks.dead() {
 		return errDead
 	}
-	return d.Store.Release(ctx, stream, shardID, owner)
+	return d.Store.Release(ctx, stream, shardID, owner, ho)
 }
 
 // deadTarget delivers nothing once its invocation is dead.

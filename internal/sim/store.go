@@ -37,10 +37,7 @@ type store struct {
 	dep string
 }
 
-var (
-	_ lease.Store             = (*store)(nil)
-	_ lease.RenewCheckpointer = (*store)(nil)
-)
+var _ lease.Store = (*store)(nil)
 
 // errStore and errNotWritten are the causes of injected store failures
 // (the answer lost; the write not made): neither ErrHeld nor ErrNotOwner,
@@ -130,20 +127,6 @@ func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 	return out, err
 }
 
-// Renew implements lease.Store.
-func (s *store) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
-	var out lease.Lease
-	err := s.call(ctx, "renew", stream, shardID, true, func() error {
-		l, err := s.t.inner.Renew(ctx, stream, shardID, owner)
-		if err != nil && errors.Is(err, lease.ErrNotOwner) {
-			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "renewal refused")
-		}
-		out = l
-		return err
-	})
-	return out, err
-}
-
 // Checkpoint implements lease.Store.
 func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	var out lease.Lease
@@ -180,9 +163,9 @@ func (s *store) Pin(ctx context.Context, stream, shardID, owner, start string) (
 }
 
 // Release implements lease.Store.
-func (s *store) Release(ctx context.Context, stream, shardID, owner string) error {
+func (s *store) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
 	return s.call(ctx, "release", stream, shardID, true, func() error {
-		err := s.t.inner.Release(ctx, stream, shardID, owner)
+		err := s.t.inner.Release(ctx, stream, shardID, owner, ho)
 		if err == nil {
 			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "released the row")
 		}
@@ -344,25 +327,28 @@ func (s *store) sabotageCheckpoint(shardID, owner, seq string) string {
 	return seq
 }
 
-// RenewCheckpoint implements lease.RenewCheckpointer: one write that
-// renews and checkpoints, watched by the checker as a checkpoint.
-func (s *store) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (lease.Lease, error) {
+// Renew implements lease.Store: a renewal, which may carry a checkpoint
+// (watched by the checker as a checkpoint).
+func (s *store) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	var out lease.Lease
+	seq := rn.Checkpoint
 	err := s.call(ctx, "renew", stream, shardID, true, func() error {
-		seq := s.sabotageCheckpoint(shardID, owner, seq)
-		l, err := s.t.inner.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
+		if rn.Checkpoint != "" {
+			rn.Checkpoint = s.sabotageCheckpoint(shardID, owner, seq)
+		}
+		l, err := s.t.inner.Renew(ctx, stream, shardID, owner, rn)
 		switch {
-		case err == nil:
+		case err == nil && rn.Checkpoint != "":
 			w := s.t.w
-			w.tr.add(w.shardName(shardID), owner, "renewal with checkpoint %s", short(seq))
-			w.chk.checkpoint(runKey(invocationOf(ctx), owner), owner, l, seq)
+			w.tr.add(w.shardName(shardID), owner, "renewal with checkpoint %s", short(rn.Checkpoint))
+			w.chk.checkpoint(runKey(invocationOf(ctx), owner), owner, l, rn.Checkpoint)
 		case errors.Is(err, lease.ErrNotOwner):
-			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "renewal with checkpoint refused")
+			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "renewal refused")
 		}
 		out = l
 		return err
 	})
-	if err == errNotWritten {
+	if err == errNotWritten && seq != "" {
 		s.t.w.chk.checkpointFailed(runKey(invocationOf(ctx), owner), owner, shardID, seq)
 	}
 	return out, err

@@ -316,6 +316,10 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	var stale []lease.Lease
 	for id, why := range d.NotLeasable {
 		switch why.Kind {
+		case shards.Fenced:
+			if !why.Until.IsZero() && (res.NextLapse.IsZero() || why.Until.Before(res.NextLapse)) {
+				res.NextLapse = why.Until
+			}
 		case shards.Held:
 			if !why.Until.IsZero() && (res.NextLapse.IsZero() || why.Until.Before(res.NextLapse)) {
 				res.NextLapse = why.Until
@@ -341,8 +345,8 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		// renewal bumped the counter, and the shard is decided again.
 		r, ok := rows[s.ID]
 		opts := []lease.TakeOption{lease.WithParents(s.Parents()...), lease.WithIncarnation(sum.incarnation), lease.Unchanged(r.Counter)}
-		if ok && r.Held() {
-			opts = append(opts, lease.IfCounter(verdicts[s.ID].Counter)) // lapsed
+		if ok && (r.Held() || r.Fence > 0) {
+			opts = append(opts, lease.IfCounter(verdicts[s.ID].Counter)) // lapsed, or its fence passed
 		}
 		taken, err := c.store.Take(ctx, name, s.ID, owner, opts...)
 		if errors.Is(err, lease.ErrHeld) {
@@ -359,7 +363,7 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		}
 		if err := c.starter.Start(ctx, loop); err != nil {
 			// Give the shard back so that the next pass can try again.
-			if rerr := c.store.Release(ctx, name, s.ID, owner); rerr != nil {
+			if rerr := c.store.Release(ctx, name, s.ID, owner, lease.Handover{}); rerr != nil {
 				log.WarnContext(ctx, "release after a failed start", "shard_id", s.ID, "owner", owner, "err", rerr)
 			}
 			errs = append(errs, fmt.Errorf("start loop for %s: %w", lease.Key(name, s.ID), err))

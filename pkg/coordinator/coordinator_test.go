@@ -199,7 +199,7 @@ func TestPass_TwoCoordinatorsStartEachShardOnce(t *testing.T) {
 		}
 		// Free every shard for the next round.
 		for _, l := range rec.loops {
-			if err := store.Release(t.Context(), stream, l.ShardID, l.Owner); err != nil {
+			if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -315,7 +315,7 @@ func TestPass_CleanupKeepsTrimmedParentUntilChildrenCheckpoint(t *testing.T) {
 	if _, err := store.Checkpoint(ctx, stream, parent.ShardID, parent.Owner, lease.ShardEnd); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Release(ctx, stream, parent.ShardID, parent.Owner); err != nil {
+	if err := store.Release(ctx, stream, parent.ShardID, parent.Owner, lease.Handover{}); err != nil {
 		t.Fatal(err)
 	}
 	listing.hide(parent.ShardID) // retention trimmed the parent

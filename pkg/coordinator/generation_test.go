@@ -64,7 +64,7 @@ func TestPass_RestartWithoutAStartKeepsEveryCheckpoint(t *testing.T) {
 	first := pass(t, newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{}))
 	settle(t, store, first.Started, "5")
 	for _, l := range first.Started {
-		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner); err != nil {
+		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -435,7 +435,7 @@ func TestPass_ClockSkewNeitherStealsALiveLeaseNorDelaysADeadOne(t *testing.T) {
 					case <-stop:
 						return
 					case <-tick.C:
-						_, _ = holder.Renew(context.WithoutCancel(t.Context()), stream, shard, "reader")
+						_, _ = holder.Renew(context.WithoutCancel(t.Context()), stream, shard, "reader", lease.Renewal{})
 					}
 				}
 			})

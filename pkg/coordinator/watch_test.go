@@ -90,7 +90,7 @@ func TestWatch_WaitsWhileTheLoopStillRenews(t *testing.T) {
 		defer close(stopped)
 		end := time.Now().Add(renewFor)
 		for time.Now().Before(end) {
-			if _, err := store.Renew(context.Background(), stream, live.ShardID, live.Owner); err != nil {
+			if _, err := store.Renew(context.Background(), stream, live.ShardID, live.Owner, lease.Renewal{}); err != nil {
 				t.Errorf("renew: %v", err)
 				break
 			}
@@ -125,7 +125,7 @@ func TestWatch_EndsUnfinishedAtItsDeadlineWhileTheLoopRenews(t *testing.T) {
 	renewing.Store(true)
 	go func() {
 		for renewing.Load() {
-			_, _ = store.Renew(context.Background(), stream, live.ShardID, live.Owner)
+			_, _ = store.Renew(context.Background(), stream, live.ShardID, live.Owner, lease.Renewal{})
 			time.Sleep(300 * time.Millisecond)
 		}
 	}()
@@ -217,7 +217,7 @@ func TestServe_TakesOverAReportedLoopAndPassesOnlyOnEvents(t *testing.T) {
 	go func() {
 		defer close(renewed)
 		for renewing.Load() {
-			if _, err := store.Renew(context.Background(), stream, live.ShardID, live.Owner); err != nil {
+			if _, err := store.Renew(context.Background(), stream, live.ShardID, live.Owner, lease.Renewal{}); err != nil {
 				t.Errorf("renew %s: %v", live.ShardID, err)
 				return
 			}
@@ -236,7 +236,7 @@ func TestServe_TakesOverAReportedLoopAndPassesOnlyOnEvents(t *testing.T) {
 	// no pass happens, so nothing takes it.
 	renewing.Store(false)
 	<-renewed
-	if _, err := store.Renew(t.Context(), stream, live.ShardID, live.Owner); err != nil {
+	if _, err := store.Renew(t.Context(), stream, live.ShardID, live.Owner, lease.Renewal{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * d)

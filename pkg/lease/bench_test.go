@@ -46,7 +46,7 @@ func BenchmarkLeaseOpOverhead(b *testing.B) {
 		if _, err := store.Take(ctx, "bench", shard, "owner"); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := store.Renew(ctx, "bench", shard, "owner"); err != nil {
+		if _, err := store.Renew(ctx, "bench", shard, "owner", lease.Renewal{}); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := store.Checkpoint(ctx, "bench", shard, "owner", fmt.Sprint(i)); err != nil {

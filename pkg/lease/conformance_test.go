@@ -135,7 +135,7 @@ var conformanceCases = []struct {
 		l, err := s.Take(ctx, stream, "s1", "A")
 		must(t, err)
 		seen := l.Counter
-		noErr(t)(s.Renew(ctx, stream, "s1", "A")) // A is alive after all
+		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{})) // A is alive after all
 		if _, err := s.Take(ctx, stream, "s1", "B", lease.IfCounter(seen)); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("take with a counter A has moved past: err = %v, want ErrHeld", err)
 		}
@@ -154,15 +154,15 @@ var conformanceCases = []struct {
 	{"RenewOnlyByOwner", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
 		clock.Advance(3 * time.Second)
-		l, err := s.Renew(ctx, stream, "s1", "A")
+		l, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{})
 		must(t, err)
 		if !l.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) || l.Counter != 2 {
 			t.Fatalf("renew = %+v, want expiry now+10s counter 2", l)
 		}
-		if _, err := s.Renew(ctx, stream, "s1", "B"); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Renew(ctx, stream, "s1", "B", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("renew by B: err = %v, want ErrNotOwner", err)
 		}
-		if _, err := s.Renew(ctx, stream, "missing", "A"); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Renew(ctx, stream, "missing", "A", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("renew of a missing row: err = %v, want ErrNotOwner", err)
 		}
 	}},
@@ -170,7 +170,7 @@ var conformanceCases = []struct {
 		l, err := s.Take(ctx, stream, "s1", "A")
 		must(t, err)
 		noErr(t)(s.Take(ctx, stream, "s1", "B", lease.IfCounter(l.Counter)))
-		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("renew by A after B took over: err = %v, want ErrNotOwner", err)
 		}
 		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "5"); !errors.Is(err, lease.ErrNotOwner) {
@@ -195,10 +195,10 @@ var conformanceCases = []struct {
 	}},
 	{"ReleaseThenTakeByAnother", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
-		if err := s.Release(ctx, stream, "s1", "B"); !errors.Is(err, lease.ErrNotOwner) {
+		if err := s.Release(ctx, stream, "s1", "B", lease.Handover{}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("release by B: err = %v, want ErrNotOwner", err)
 		}
-		must(t, s.Release(ctx, stream, "s1", "A"))
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
 		got, err := s.Get(ctx, stream, "s1")
 		must(t, err)
 		if got.Owner != "" || got.Held() {
@@ -209,7 +209,7 @@ var conformanceCases = []struct {
 		if l.Owner != "B" {
 			t.Fatalf("take after release = %+v", l)
 		}
-		if err := s.Release(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+		if err := s.Release(ctx, stream, "s1", "A", lease.Handover{}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("second release by A: err = %v, want ErrNotOwner", err)
 		}
 	}},
@@ -222,7 +222,7 @@ var conformanceCases = []struct {
 		if l.Checkpoint != "100" {
 			t.Fatalf("checkpoint after takeover = %q, want 100", l.Checkpoint)
 		}
-		must(t, s.Release(ctx, stream, "s1", "B"))
+		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
 		got, _ := s.Get(ctx, stream, "s1")
 		if got.Checkpoint != "100" {
 			t.Fatalf("checkpoint after release = %q, want 100", got.Checkpoint)
@@ -239,12 +239,12 @@ var conformanceCases = []struct {
 			last = l.Counter
 		}
 		check(s.Take(ctx, stream, "s1", "A"))
-		check(s.Renew(ctx, stream, "s1", "A"))
-		must(t, s.Release(ctx, stream, "s1", "A"))
+		check(s.Renew(ctx, stream, "s1", "A", lease.Renewal{}))
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
 		check(s.Take(ctx, stream, "s1", "B"))
 		clock.Advance(time.Minute)
 		check(s.Take(ctx, stream, "s1", "C", lease.IfCounter(last)))
-		check(s.Renew(ctx, stream, "s1", "C"))
+		check(s.Renew(ctx, stream, "s1", "C", lease.Renewal{}))
 		got, _ := s.Get(ctx, stream, "s1")
 		if got.Counter != last {
 			t.Fatalf("stored counter %d, last returned %d", got.Counter, last)
@@ -340,7 +340,7 @@ var conformanceCases = []struct {
 		if !ok || got.Start != "timestamp:5" || got.Generation != "g2" || got.GenerationOrder != 2 || got.StartApplied || !got.Revoked || got.Owner != "A" || got.Checkpoint != "9" {
 			t.Fatalf("after SetStart g2 = %+v (changed %v), want the start recorded, A's lease revoked, the checkpoint kept", got, ok)
 		}
-		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("renew by the g1 owner after SetStart g2: err = %v, want ErrNotOwner", err)
 		}
 		// An older generation never overwrites a newer one, whatever its id:
@@ -421,7 +421,13 @@ var conformanceCases = []struct {
 				t.Fatalf("take of a revoked lease: err = %v, want ErrHeld", err)
 			}
 		}
-		// The loop's next run takes it at once, and may write again.
+		// The loop's next run does not take it while the run holding it
+		// may still be delivering; once that run handed it back (its end),
+		// it takes it at once, and may write again.
+		if _, err := s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take by the loop's next run while the revoked run holds it: err = %v, want ErrHeld", err)
+		}
+		must(t, s.Release(ctx, stream, "s1", "loop/r1", lease.Handover{To: "loop"}))
 		l, err := s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop"))
 		must(t, err)
 		if l.Revoked {
@@ -438,7 +444,7 @@ var conformanceCases = []struct {
 		// A revoked lease may still be released.
 		_, err = s.SetStart(ctx, stream, "s2", lease.Start{Position: "horizon", Generation: "g", Order: 2})
 		must(t, err)
-		must(t, s.Release(ctx, stream, "s2", "other"))
+		must(t, s.Release(ctx, stream, "s2", "other", lease.Handover{}))
 		if got, _ := s.Get(ctx, stream, "s2"); got.Owner != "" || got.Revoked {
 			t.Fatalf("after release = %+v", got)
 		}
@@ -448,7 +454,7 @@ var conformanceCases = []struct {
 		// must not delete it once another coordinator recorded the new
 		// incarnation's start on it, nor take it over on what it saw.
 		noErr(t)(s.Take(ctx, stream, "s1", "A", lease.WithIncarnation(100)))
-		must(t, s.Release(ctx, stream, "s1", "A"))
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
 		seen, _ := s.Get(ctx, stream, "s1")
 		changed, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, Incarnation: 200, Fresh: true})
 		must(t, err)
@@ -493,29 +499,25 @@ var conformanceCases = []struct {
 		// Not revoked, the child's loop takes it back as before.
 		noErr(t)(s.Take(ctx, stream, "child", "other/r1", lease.WithOwnerFamily("other")))
 	}},
-	{"RenewCheckpointIsOneWriteOfBothByTheOwnerOnly", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		rc, ok := s.(lease.RenewCheckpointer)
-		if !ok {
-			t.Fatalf("%T is not a RenewCheckpointer", s)
-		}
+	{"RenewCarryingACheckpointIsOneWriteOfBothByTheOwnerOnly", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1})
 		must(t, err)
 		l, err := s.Take(ctx, stream, "s1", "A")
 		must(t, err)
 		clock.Advance(time.Second)
 		lag := int64(250)
-		got, err := rc.RenewCheckpoint(ctx, stream, "s1", "A", "77", &lag)
+		got, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "77", MillisBehind: &lag})
 		must(t, err)
 		if got.Counter != l.Counter+1 || got.Checkpoint != "77" || !got.StartApplied || got.MillisBehind != 250 ||
 			!got.LagAt.Equal(clock.Now()) || !got.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) {
 			t.Fatalf("renew with checkpoint = %+v", got)
 		}
-		if _, err := rc.RenewCheckpoint(ctx, stream, "s1", "B", "78", nil); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Renew(ctx, stream, "s1", "B", lease.Renewal{Checkpoint: "78"}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("by B: err = %v, want ErrNotOwner", err)
 		}
 		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 2})
 		must(t, err)
-		if _, err := rc.RenewCheckpoint(ctx, stream, "s1", "A", "79", nil); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "79"}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("of a revoked lease: err = %v, want ErrNotOwner", err)
 		}
 		if row, _ := s.Get(ctx, stream, "s1"); row.Checkpoint != "77" {
@@ -529,7 +531,7 @@ var conformanceCases = []struct {
 		if _, err := s.Take(ctx, stream, "s1", "B", lease.Unchanged(0)); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("take of a row that exists with Unchanged(0): err = %v, want ErrHeld", err)
 		}
-		must(t, s.Release(ctx, stream, "s1", "A"))
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
 		seen, _ := s.Get(ctx, stream, "s1")
 		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
 		must(t, err)
@@ -674,12 +676,18 @@ var conformanceCases = []struct {
 			t.Fatalf("a take without one kept %d, want 1234", l.Incarnation)
 		}
 	}},
-	{"TakeInOwnerFamilyFencesThePreviousRun", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+	{"TakeInOwnerFamilyOnlyOfARowHandedBack", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "loop"))
 		noErr(t)(s.Take(ctx, stream, "s1", "loop/r1", lease.WithOwnerFamily("loop")))
-		noErr(t)(s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")))
-		if _, err := s.Renew(ctx, stream, "s1", "loop/r1"); !errors.Is(err, lease.ErrNotOwner) {
-			t.Fatalf("renew by the previous run: err = %v, want ErrNotOwner", err)
+		// A run still holding the row (or one that crashed) is not taken
+		// over by the loop's next run: a retried invocation waits like
+		// any taker.
+		if _, err := s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row held by the previous run: err = %v, want ErrHeld", err)
+		}
+		must(t, s.Release(ctx, stream, "s1", "loop/r1", lease.Handover{To: "loop"}))
+		if got, _ := s.Get(ctx, stream, "s1"); got.Owner != "loop" || got.Fence != 0 {
+			t.Fatalf("row handed back = %+v, want owner loop and no fence", got)
 		}
 		if _, err := s.Take(ctx, stream, "s1", "loopy/r3", lease.WithOwnerFamily("loopy")); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("take by a family that only shares a prefix: err = %v, want ErrHeld", err)
@@ -687,14 +695,153 @@ var conformanceCases = []struct {
 		if _, err := s.Take(ctx, stream, "s1", "other/r1", lease.WithOwnerFamily("other")); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("take by another loop: err = %v, want ErrHeld", err)
 		}
+		noErr(t)(s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")))
+		if _, err := s.Renew(ctx, stream, "s1", "loop/r1", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew by the previous run: err = %v, want ErrNotOwner", err)
+		}
+		// Handed back with invocations that may still run: the next run
+		// waits the fence out (IfCounter) like any taker.
+		must(t, s.Release(ctx, stream, "s1", "loop/r2", lease.Handover{To: "loop", Fence: 3 * time.Second}))
+		got, _ := s.Get(ctx, stream, "s1")
+		if got.Owner != "loop" || got.Fence != 3*time.Second {
+			t.Fatalf("row handed back with a fence = %+v", got)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "loop/r3", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row handed back with a fence: err = %v, want ErrHeld", err)
+		}
+		l, err := s.Take(ctx, stream, "s1", "loop/r3", lease.WithOwnerFamily("loop"), lease.IfCounter(got.Counter))
+		must(t, err)
+		if l.Fence != 0 || l.Owner != "loop/r3" {
+			t.Fatalf("take after the fence = %+v, want no fence recorded", l)
+		}
 		if got := lease.LoopOwner("loop/r2"); got != "loop" {
 			t.Fatalf("LoopOwner = %q", got)
 		}
 	}},
+	{"FenceIsRecordedAndWaitedOut", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		l, err := s.Take(ctx, stream, "s1", "A", lease.WithFence(2*time.Second))
+		must(t, err)
+		if l.Fence != 2*time.Second {
+			t.Fatalf("take WithFence = %+v", l)
+		}
+		got, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Fence: 5 * time.Second})
+		must(t, err)
+		if got.Fence != 5*time.Second || got.Counter != l.Counter+1 {
+			t.Fatalf("renew with a fence = %+v", got)
+		}
+		got, err = s.Renew(ctx, stream, "s1", "A", lease.Renewal{})
+		must(t, err)
+		if got.Fence != 0 {
+			t.Fatalf("renew with no fence = %+v", got)
+		}
+		// Released with a fence: nobody takes it at once; a taker that
+		// watched the counter does.
+		before := got.Counter
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{Fence: 1500 * time.Millisecond}))
+		got, _ = s.Get(ctx, stream, "s1")
+		if got.Owner != "" || got.Fence != 1500*time.Millisecond || got.Counter != before+1 {
+			t.Fatalf("released with a fence = %+v, want no owner, the fence and the counter bumped", got)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "B"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row released with a fence: err = %v, want ErrHeld", err)
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "B", lease.IfCounter(got.Counter)))
+		// Released with none: free at once.
+		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "C"))
+	}},
+	{"NumberedRenewalsLandOnlyOverLowerOnes", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		second, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 2, Fence: 4 * time.Second})
+		must(t, err)
+		if second.WriteSeq != 2 {
+			t.Fatalf("renewal 2 = %+v", second)
+		}
+		// Renewal 1 reaching the table late (its attempt timed out at the
+		// client) does not land over 2: the fence 2 recorded stays.
+		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 1, Checkpoint: "10"}))
+		// Renewal 2 again (the SDK retried an attempt that had landed):
+		// it succeeds, written once.
+		again, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 2, Fence: 4 * time.Second})
+		must(t, err)
+		if again.Counter != second.Counter {
+			t.Fatalf("renewal 2 again bumped the counter to %d from %d", again.Counter, second.Counter)
+		}
+		if got, _ := s.Get(ctx, stream, "s1"); got.Counter != second.Counter || got.Fence != 4*time.Second || got.Checkpoint != "" {
+			t.Fatalf("row = %+v after a late renewal 1 and a repeated 2, want renewal 2's", got)
+		}
+		// A new owner starts numbering afresh.
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
+		l, err := s.Take(ctx, stream, "s1", "B")
+		must(t, err)
+		if l.WriteSeq != 0 {
+			t.Fatalf("take kept the previous owner's renewal number: %+v", l)
+		}
+		noErr(t)(s.Renew(ctx, stream, "s1", "B", lease.Renewal{Seq: 1, Fence: time.Second}))
+		if got, _ := s.Get(ctx, stream, "s1"); got.WriteSeq != 1 || got.Fence != time.Second {
+			t.Fatalf("the new owner's renewal 1 = %+v", got)
+		}
+	}},
+	{"CheckpointsOnlyMoveForwardAndShardEndIsLast", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100"))
+		for _, write := range []struct {
+			name string
+			do   func() error
+		}{
+			{"checkpoint 99", func() error { _, err := s.Checkpoint(ctx, stream, "s1", "A", "99"); return err }},
+			{"renewal carrying 98", func() error {
+				_, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 7, Checkpoint: "98"})
+				return err
+			}},
+			{"window at 97", func() error {
+				return s.CheckpointWindow(ctx, stream, "s1", "A", lease.Window{Seq: "97", Start: time.UnixMilli(0), End: time.UnixMilli(1000), State: []byte("{}")})
+			}},
+		} {
+			if err := write.do(); !errors.Is(err, lease.ErrBehind) {
+				t.Fatalf("%s behind 100: err = %v, want ErrBehind", write.name, err)
+			}
+		}
+		if got, _ := s.Get(ctx, stream, "s1"); got.Checkpoint != "100" || got.WriteSeq == 7 {
+			t.Fatalf("row = %+v after writes behind it, want checkpoint 100 and no renewal landed", got)
+		}
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100")) // the same again
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "1000"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd))
+		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "999999"); !errors.Is(err, lease.ErrBehind) {
+			t.Fatalf("a checkpoint after SHARD_END: err = %v, want ErrBehind", err)
+		}
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "1000"}); !errors.Is(err, lease.ErrBehind) {
+			t.Fatalf("a renewal carrying a checkpoint after SHARD_END: err = %v, want ErrBehind", err)
+		}
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd))
+		if got, _ := s.Get(ctx, stream, "s1"); !got.Finished() {
+			t.Fatalf("row = %+v, want SHARD_END kept", got)
+		}
+		// A new start re-opens the shard: its checkpoints begin again
+		// from wherever it starts.
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "B"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "B", "5"))
+		// So does an operator's reset, and a start that keeps the
+		// checkpoint (a sequence start behind it).
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "B", "50"))
+		noErr(t)(s.Reset(ctx, stream, "s1", "horizon", true))
+		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "C"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "C", "6"))
+		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s1:3", Generation: "g2", Order: 2})
+		must(t, err)
+		must(t, s.Release(ctx, stream, "s1", "C", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "D"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "D", "4"))
+	}},
 	{"DeleteOnlyWithTheCounterSeen", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		l, err := s.Take(ctx, stream, "s1", "A")
 		must(t, err)
-		noErr(t)(s.Renew(ctx, stream, "s1", "A"))
+		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{}))
 		if err := s.Delete(ctx, stream, "s1", l.Counter); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("delete with a counter the holder moved past: err = %v, want ErrHeld", err)
 		}
@@ -727,7 +874,7 @@ var conformanceCases = []struct {
 		if !l.Revoked || l.Start != "horizon" || l.StartApplied || l.Generation != "g1" || l.Checkpoint != "100" {
 			t.Fatalf("forced reset = %+v, want A's lease revoked, start horizon not applied, generation g1 and checkpoint kept", l)
 		}
-		if _, err := s.Renew(ctx, stream, "s1", "A"); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("renew by the holder after a forced reset: err = %v, want ErrNotOwner", err)
 		}
 		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "101"); !errors.Is(err, lease.ErrNotOwner) {
@@ -749,7 +896,7 @@ var conformanceCases = []struct {
 	}},
 	{"ResetOfReleasedLeaseNeedsNoForce", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
-		must(t, s.Release(ctx, stream, "s1", "A"))
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
 		l, err := s.Reset(ctx, stream, "s1", "latest", false)
 		must(t, err)
 		if l.Start != "latest" || l.StartApplied {

@@ -31,6 +31,9 @@ const (
 	attrGenOrder     = "generation_order"
 	attrIncarnation  = "stream_incarnation" // the stream's creation, epoch milliseconds
 	attrRevoked      = "lease_revoked"
+	attrFence        = "lease_fence_ms"   // Lease.Fence in milliseconds
+	attrWriteSeq     = "lease_write_seq"  // Lease.WriteSeq
+	attrCkptOrder    = "checkpoint_order" // checkpointOrder of the checkpoint; removed by a new start
 
 	// The generation record, a row of its own keyed "<stream>#generation".
 	// It has no "stream" attribute, so List's filter never returns it.
@@ -83,9 +86,8 @@ type DynamoStore struct {
 }
 
 var (
-	_ Store             = (*DynamoStore)(nil)
-	_ LagCheckpointer   = (*DynamoStore)(nil)
-	_ RenewCheckpointer = (*DynamoStore)(nil)
+	_ Store           = (*DynamoStore)(nil)
+	_ LagCheckpointer = (*DynamoStore)(nil)
 )
 
 // NewDynamoStore returns a store over table, which must exist (see CreateTable).
@@ -125,6 +127,8 @@ type row struct {
 	GenOrder     int64    `dynamodbav:"generation_order,omitempty"`
 	Incarnation  int64    `dynamodbav:"stream_incarnation,omitempty"`
 	Revoked      bool     `dynamodbav:"lease_revoked,omitempty"`
+	FenceMillis  int64    `dynamodbav:"lease_fence_ms,omitempty"`
+	WriteSeq     int64    `dynamodbav:"lease_write_seq,omitempty"`
 }
 
 // genRow is a stream's generation record as stored.
@@ -153,7 +157,9 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 		Checkpoint: r.Checkpoint, ParentShardIDs: r.Parents,
 		Start: r.Start, Generation: r.Generation, StartApplied: r.StartApplied,
 		MillisBehind: r.MillisBehind, GenerationOrder: r.GenOrder, Incarnation: r.Incarnation,
-		Revoked: r.Revoked && r.Owner != "", // a revoked mark outlives its owner only until the next take
+		Revoked:  r.Revoked && r.Owner != "", // a revoked mark outlives its owner only until the next take
+		Fence:    time.Duration(r.FenceMillis) * time.Millisecond,
+		WriteSeq: r.WriteSeq,
 	}
 	if r.Expiry != 0 {
 		l.Expiry = time.UnixMilli(r.Expiry)
@@ -224,6 +230,34 @@ func writableBy(owner string) expression.ConditionBuilder {
 	return heldBy(owner).And(expression.AttributeNotExists(expression.Name(attrRevoked)))
 }
 
+// noFence is true when the row records no fence (or a fence of 0).
+func noFence() expression.ConditionBuilder {
+	return expression.Or(expression.AttributeNotExists(expression.Name(attrFence)),
+		expression.Name(attrFence).Equal(expression.Value(0)))
+}
+
+// forward adds to cond that the row's checkpoint may become seq:
+// checkpoints only move forward, and ShardEnd is last, until a new start.
+func forward(cond expression.ConditionBuilder, seq string) expression.ConditionBuilder {
+	if seq == ShardEnd {
+		return cond
+	}
+	return expression.And(cond,
+		expression.Or(expression.AttributeNotExists(expression.Name(attrCheckpoint)),
+			expression.Name(attrCheckpoint).NotEqual(expression.Value(ShardEnd))),
+		expression.Or(expression.AttributeNotExists(expression.Name(attrCkptOrder)),
+			expression.Name(attrCkptOrder).LessThanEqual(expression.Value(checkpointOrder(seq)))))
+}
+
+// setCheckpoint records seq and its order.
+func setCheckpoint(upd expression.UpdateBuilder, seq string) expression.UpdateBuilder {
+	return upd.Set(expression.Name(attrCheckpoint), expression.Value(seq)).
+		Set(expression.Name(attrCkptOrder), expression.Value(checkpointOrder(seq))).
+		Set(expression.Name(attrStartApplied), expression.Value(true))
+}
+
+func fenceMillis(d time.Duration) int64 { return (d + time.Millisecond - 1).Milliseconds() }
+
 // counterIs is true when the row's counter is c (a row never taken has
 // none: counter 0).
 func counterIs(c int64) expression.ConditionBuilder {
@@ -245,13 +279,12 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	// a coordinator checks the parents (see Lease.Revoked).
 	mine := heldBy(owner)
 	if o.family != "" {
-		mine = expression.Or(mine, heldBy(o.family),
-			expression.Name(attrOwner).BeginsWith(o.family+RunSeparator))
+		mine = expression.Or(mine, heldBy(o.family).And(noFence()))
 	}
 	mine = expression.And(mine, expression.Or(
 		expression.AttributeNotExists(expression.Name(attrRevoked)),
 		expression.AttributeNotExists(expression.Name(attrParents))))
-	cond := expression.Or(expression.AttributeNotExists(expression.Name(attrOwner)), mine)
+	cond := expression.Or(expression.AttributeNotExists(expression.Name(attrOwner)).And(noFence()), mine)
 	if o.ifCounter {
 		cond = expression.Or(cond, counterIs(o.counter))
 	}
@@ -260,6 +293,8 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	}
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
 		Remove(expression.Name(attrRevoked)).
+		Remove(expression.Name(attrWriteSeq)).
+		Set(expression.Name(attrFence), expression.Value(fenceMillis(o.fence))).
 		Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
 		Add(expression.Name(attrCounter), expression.Value(1)).
 		Set(expression.Name(attrStream), expression.Value(stream)).
@@ -277,48 +312,83 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	return decode(out.Attributes)
 }
 
-// Renew implements Store.
-func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string) (Lease, error) {
+// Renew implements Store. A refused renewal is told apart (another owner,
+// an earlier attempt of it that landed, a checkpoint behind the row's) by
+// the row the refusal returns, or by reading it again where the table
+// returns none.
+func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string, rn Renewal) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
 	}
-	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(s.opts.Clock().Add(s.opts.Duration)))).
-		Add(expression.Name(attrCounter), expression.Value(1))
-	out, err := s.update(ctx, "renew", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
-	if err != nil {
+	if err := checkRenewal(rn); err != nil {
 		return Lease{}, err
+	}
+	now := s.opts.Clock()
+	cond := writableBy(owner)
+	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
+		Add(expression.Name(attrCounter), expression.Value(1)).
+		Set(expression.Name(attrFence), expression.Value(fenceMillis(rn.Fence)))
+	if rn.Seq > 0 {
+		cond = cond.And(expression.Or(
+			expression.AttributeNotExists(expression.Name(attrWriteSeq)),
+			expression.Name(attrWriteSeq).LessThan(expression.Value(rn.Seq))))
+		upd = upd.Set(expression.Name(attrWriteSeq), expression.Value(rn.Seq))
+	}
+	if rn.Checkpoint != "" {
+		cond = forward(cond, rn.Checkpoint)
+		upd = setCheckpoint(upd, rn.Checkpoint)
+	}
+	if rn.MillisBehind != nil {
+		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*rn.MillisBehind)).
+			Set(expression.Name(attrLagAt), expression.Value(ms(now)))
+	}
+	out, err := s.update(ctx, "renew", stream, shardID, owner, cond, upd, ErrNotOwner, types.ReturnValueAllNew)
+	if err != nil {
+		cur, cerr := s.refused(ctx, err, stream, shardID, owner)
+		switch {
+		case cerr != nil:
+			return Lease{}, cerr
+		case rn.Seq > 0 && cur.WriteSeq >= rn.Seq:
+			return cur, nil // an earlier attempt of this renewal landed
+		}
+		return Lease{}, behind(err, cur)
 	}
 	return decode(out.Attributes)
 }
 
-// RenewCheckpoint implements RenewCheckpointer: a renewal and a checkpoint
-// in one conditional write.
-func (s *DynamoStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
-	if err := checkOwned(stream, shardID, owner); err != nil {
+// refused looks at a write refused while owner's: it returns the row as
+// the refusal found it (read again when the table did not return it), or
+// err itself when it was not a refusal, or ErrNotOwner when the row is
+// another owner's or revoked. Otherwise the caller tells why.
+func (s *DynamoStore) refused(ctx context.Context, err error, stream, shardID, owner string) (Lease, error) {
+	var ce *ConflictError
+	if !errors.As(err, &ce) {
 		return Lease{}, err
 	}
-	if err := checkSeq(seq); err != nil {
-		return Lease{}, err
-	}
-	if millisBehind != nil {
-		if err := checkLag(*millisBehind); err != nil {
-			return Lease{}, err
+	if ce.Current == nil {
+		cur, gerr := s.Get(ctx, stream, shardID)
+		if gerr != nil && !errors.Is(gerr, ErrNotFound) {
+			return Lease{}, fmt.Errorf("%w (reading the row again: %v)", err, gerr)
+		}
+		if gerr == nil {
+			ce.Current = &cur
 		}
 	}
-	now := s.opts.Clock()
-	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
-		Add(expression.Name(attrCounter), expression.Value(1)).
-		Set(expression.Name(attrCheckpoint), expression.Value(seq)).
-		Set(expression.Name(attrStartApplied), expression.Value(true))
-	if millisBehind != nil {
-		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*millisBehind)).
-			Set(expression.Name(attrLagAt), expression.Value(ms(now)))
+	if ce.Current == nil || ce.Current.Owner != owner || ce.Current.Revoked {
+		return Lease{}, ce
 	}
-	out, err := s.update(ctx, "renew", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
-	if err != nil {
-		return Lease{}, err
+	return *ce.Current, nil
+}
+
+// behind turns a refusal of a live owner's checkpoint into ErrBehind.
+func behind(err error, cur Lease) error {
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		c := *ce
+		c.Err, c.Current = ErrBehind, &cur
+		return &c
 	}
-	return decode(out.Attributes)
+	return err
 }
 
 // Checkpoint implements Store.
@@ -347,15 +417,18 @@ func (s *DynamoStore) CheckpointWithLag(ctx context.Context, stream, shardID, ow
 }
 
 func (s *DynamoStore) checkpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
-	upd := expression.Set(expression.Name(attrCheckpoint), expression.Value(seq)).
-		Set(expression.Name(attrStartApplied), expression.Value(true))
+	upd := setCheckpoint(expression.UpdateBuilder{}, seq)
 	if millisBehind != nil {
 		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*millisBehind)).
 			Set(expression.Name(attrLagAt), expression.Value(ms(s.opts.Clock())))
 	}
-	out, err := s.update(ctx, "checkpoint", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueAllNew)
+	out, err := s.update(ctx, "checkpoint", stream, shardID, owner, forward(writableBy(owner), seq), upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
-		return Lease{}, err
+		cur, cerr := s.refused(ctx, err, stream, shardID, owner)
+		if cerr != nil {
+			return Lease{}, cerr
+		}
+		return Lease{}, behind(err, cur)
 	}
 	return decode(out.Attributes)
 }
@@ -378,11 +451,20 @@ func (s *DynamoStore) Pin(ctx context.Context, stream, shardID, owner, start str
 }
 
 // Release implements Store.
-func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string) error {
+func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string, ho Handover) error {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return err
 	}
-	upd := expression.Remove(expression.Name(attrOwner)).Remove(expression.Name(attrExpiry)).Remove(expression.Name(attrRevoked))
+	if err := checkHandover(ho); err != nil {
+		return err
+	}
+	upd := expression.Set(expression.Name(attrFence), expression.Value(fenceMillis(ho.Fence))).
+		Add(expression.Name(attrCounter), expression.Value(1))
+	if ho.To == "" {
+		upd = upd.Remove(expression.Name(attrOwner)).Remove(expression.Name(attrExpiry)).Remove(expression.Name(attrRevoked))
+	} else {
+		upd = upd.Set(expression.Name(attrOwner), expression.Value(ho.To))
+	}
 	_, err := s.update(ctx, "release", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueNone)
 	return err
 }
@@ -526,6 +608,7 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 		Set(expression.Name(attrGeneration), expression.Value(st.Generation)).
 		Set(expression.Name(attrGenOrder), expression.Value(st.Order)).
 		Set(expression.Name(attrStartApplied), expression.Value(st.Finished)).
+		Remove(expression.Name(attrCkptOrder)). // checkpoints may go anywhere from the new start
 		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = revoke(upd)
 	if st.Incarnation != 0 {
@@ -654,6 +737,7 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 	}
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
 		Set(expression.Name(attrStartApplied), expression.Value(false)).
+		Remove(expression.Name(attrCkptOrder)).
 		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = revoke(upd)
 	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllNew)

@@ -21,7 +21,7 @@ func Example() {
 	_, err := store.Take(ctx, "orders", "shardId-000000000000", "reader-b")
 	fmt.Println("held:", errors.Is(err, lease.ErrHeld))
 
-	_ = store.Release(ctx, "orders", "shardId-000000000000", "reader-a")
+	_ = store.Release(ctx, "orders", "shardId-000000000000", "reader-a", lease.Handover{})
 	l, _ = store.Take(ctx, "orders", "shardId-000000000000", "reader-b")
 	fmt.Println("owner:", l.Owner, "resumes after", l.Checkpoint)
 	// Output:

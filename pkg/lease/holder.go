@@ -30,6 +30,14 @@ type HolderOptions struct {
 	// Margin is kept off the deadline for clock drift and for the time it
 	// takes to act on it. Default Duration/10.
 	Margin time.Duration
+	// MaxRun is how long one invocation the holder starts (Begin) may run
+	// from its start whatever its caller does: a Lambda function's
+	// configured timeout, since a synchronous invocation cannot be
+	// cancelled. The holder records it on the row as its fence while
+	// invocations may be running, so a taker waits it out. 0 (default): an
+	// invocation ends when its context does (an in-process target), and the
+	// row never needs a fence.
+	MaxRun time.Duration
 	// Clock returns the holder's time. Default time.Now.
 	Clock func() time.Time
 	// Logger gets renewal warnings. Default discards.
@@ -61,6 +69,8 @@ func (o *HolderOptions) validate() error {
 	case o.Duration < 0 || o.Margin < 0 || o.RenewInterval <= 0 || o.RenewInterval >= o.Duration-o.Margin:
 		return &InvalidError{Field: "RenewInterval", Value: o.RenewInterval.String(),
 			Want: fmt.Sprintf("a positive duration shorter than the lease (%s) less its margin (%s)", o.Duration, o.Margin)}
+	case o.MaxRun < 0:
+		return &InvalidError{Field: "MaxRun", Value: o.MaxRun.String(), Want: "a non-negative duration"}
 	}
 	return checkOwned(o.Stream, o.ShardID, o.Owner)
 }
@@ -68,16 +78,28 @@ func (o *HolderOptions) validate() error {
 // Holder holds one lease for one reader run. Its deadline runs from the
 // send time of its last successful take or renewal: Duration - Margin after
 // it. A taker judges the lease lapsed only after seeing its counter unchanged
-// for Duration on its own clock (Observer), and it cannot have first seen
-// that counter before the renewal that wrote it was sent; so a holder that
-// acts only before its deadline never delivers while another owner does,
-// whatever the skew between their clocks, and however long a renewal took
-// to answer.
+// for Duration (plus the row's fence) on its own clock (Observer), and it
+// cannot have first seen that counter before the renewal that wrote it was
+// sent; so a holder that starts invocations only before its deadline never
+// has one running while another owner delivers, whatever the skew between
+// their clocks, and however long a renewal took to answer.
+//
+// The fence. An invocation of the user's function may run MaxRun from its
+// start whatever the caller does, so a renewal records on the row a fence
+// of MaxRun while invocations may start or be running: a taker then waits
+// a lease plus the fence. A renewal sent when nothing has run for a whole
+// renew interval records none (or what an invocation given up on may still
+// run), so a holder that dies idle costs a taker no more than the lease;
+// the first invocation after that (Begin) waits for a renewal that records
+// the fence again: one write, paid only after an idle interval.
 //
 // Context is cancelled the moment the lease is lost (a renewal, checkpoint or
 // pin refused with ErrNotOwner) or the deadline passes; Valid tells whether a
 // delivery may start. Checkpoint and Pin refuse to write past the deadline.
-// A Holder is safe for concurrent use.
+// The holder's writes are sent one at a time, in order; renewals are
+// numbered (Renewal.Seq), so the store never lands an older one over a newer
+// one, and every checkpoint the holder has tried to write raises the floor
+// of what a later renewal carries. A Holder is safe for concurrent use.
 type Holder struct {
 	o HolderOptions
 
@@ -90,6 +112,14 @@ type Holder struct {
 	timer    *time.Timer // fires at the deadline
 	settled  string      // the last checkpoint Settle recorded
 	written  string      // the last checkpoint known to be on the row
+	floor    string      // the highest checkpoint a write has tried (it may have landed): renewals carry none below it
+
+	seq       int64     // the last renewal's number
+	armed     bool      // the row records the fence: invocations may start without a write
+	lastRenew time.Time // when the last renewal was sent
+	lastStart time.Time // when the last invocation started
+	running   map[*invocation]struct{}
+	busyUntil time.Time // invocations given up on may run until then
 
 	// writing holds a token while a write is on its way to the store: the
 	// holder's writes land in the order they were sent, so a slow renewal
@@ -99,9 +129,12 @@ type Holder struct {
 	writing chan struct{}
 }
 
+type invocation struct{ start time.Time }
+
 // Hold takes the lease for o.Owner with opts and returns its Holder, with
 // the row as taken. A take refused because another owner holds the row
-// fails with ErrHeld. ctx is the parent of the holder's Context.
+// fails with ErrHeld. ctx is the parent of the holder's Context. The take
+// records no fence (opts should not add one): the first invocation arms it.
 func Hold(ctx context.Context, o HolderOptions, opts ...TakeOption) (*Holder, Lease, error) {
 	o.setDefaults()
 	if err := o.validate(); err != nil {
@@ -112,11 +145,13 @@ func Hold(ctx context.Context, o HolderOptions, opts ...TakeOption) (*Holder, Le
 	if err != nil {
 		return nil, Lease{}, err
 	}
-	h := &Holder{o: o, writing: make(chan struct{}, 1)}
+	h := &Holder{o: o, writing: make(chan struct{}, 1), running: map[*invocation]struct{}{}}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.deadline = sent.Add(o.Duration - o.Margin)
+	h.lastRenew = sent
+	h.armed = row.Fence >= o.MaxRun
 	h.timer = time.AfterFunc(max(h.deadline.Sub(o.Clock()), 0), h.checkDeadline)
 	return h, row, nil
 }
@@ -189,13 +224,94 @@ func (h *Holder) loseLocked(err error) {
 	h.cancel(err)
 }
 
-// KeepAlive renews the lease every RenewInterval until ctx ends or the lease
-// is lost or lapses. Each renewal is bounded by RenewInterval; a success
-// moves the deadline to its send time + Duration - Margin, whenever its answer
-// arrives. A refusal (ErrNotOwner) loses the lease at once; other errors are
-// retried at the next tick, and if none succeeds the deadline ends the lease.
+// Begin is called before each invocation of the target: it returns nil when
+// one may start now, having made sure the row records the fence that covers
+// it (with a renewal, when the last one recorded none), and the function to
+// call when the invocation is over: ended is true when its answer came back
+// (the function is no longer running), false when the caller gave up on it
+// (its context ended, or the call failed without an answer): then it may run
+// on for MaxRun from its start, and the holder's releases and renewals keep
+// a fence over it. Begin fails when the lease is no longer valid, or when the
+// renewal it needed failed (ctx ended, the store unreachable): then no
+// invocation may start now.
+func (h *Holder) Begin(ctx context.Context) (end func(ended bool), err error) {
+	if inv, err := h.start(); inv != nil || err != nil {
+		return h.ender(inv), err
+	}
+	// The row records no fence: renew with one first.
+	if err := h.lockWrite(ctx); err != nil {
+		return nil, err
+	}
+	defer h.unlockWrite()
+	if inv, err := h.start(); inv != nil || err != nil {
+		return h.ender(inv), err // armed meanwhile
+	}
+	callCtx, cancel := context.WithTimeout(ctx, h.o.RenewInterval)
+	defer cancel()
+	if err := h.renewLocked(callCtx, true); err != nil {
+		return nil, err
+	}
+	inv, err := h.start()
+	if inv == nil && err == nil {
+		err = fmt.Errorf("renew %s: the fence was not recorded", Key(h.o.Stream, h.o.ShardID))
+	}
+	return h.ender(inv), err
+}
+
+// start registers an invocation starting now, when the lease is valid and
+// the row records the fence; nil (and no error) when it needs arming.
+func (h *Holder) start() (*invocation, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.validLocked(); err != nil {
+		return nil, err
+	}
+	if !h.armed && h.o.MaxRun > 0 {
+		return nil, nil
+	}
+	inv := &invocation{start: h.o.Clock()}
+	h.running[inv] = struct{}{}
+	h.lastStart = inv.start
+	return inv, nil
+}
+
+func (h *Holder) ender(inv *invocation) func(bool) {
+	if inv == nil {
+		return nil
+	}
+	return func(ended bool) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.running, inv)
+		if !ended {
+			// A call may send more than one request (a batch split to fit
+			// Lambda's payload limit): the last may have started just now.
+			if until := h.o.Clock().Add(h.o.MaxRun); until.After(h.busyUntil) {
+				h.busyUntil = until
+			}
+		}
+	}
+}
+
+// runningUntilLocked is when every invocation the holder started may have
+// ended: those still running (which may send a request until now) and
+// those given up on alike.
+func (h *Holder) runningUntilLocked() time.Time {
+	until := h.busyUntil
+	if end := h.o.Clock().Add(h.o.MaxRun); len(h.running) > 0 && end.After(until) {
+		until = end
+	}
+	return until
+}
+
+// KeepAlive renews the lease every RenewInterval (from the last renewal
+// sent, Begin's included) until ctx ends or the lease is lost or lapses.
+// Each renewal is bounded by RenewInterval; a success moves the deadline to
+// its send time + Duration - Margin, whenever its answer arrives. A refusal
+// (ErrNotOwner) loses the lease at once; other errors are retried at the
+// next interval, and if none succeeds the deadline ends the lease.
 func (h *Holder) KeepAlive(ctx context.Context) {
-	t := time.NewTicker(h.o.RenewInterval)
+	t := time.NewTimer(h.o.RenewInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -205,25 +321,20 @@ func (h *Holder) KeepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		callCtx, cancel := context.WithTimeout(h.ctx, h.o.RenewInterval)
-		sent, seq, err := h.renew(callCtx)
-		cancel()
+		h.mu.Lock()
+		next := h.lastRenew.Add(h.o.RenewInterval)
+		h.mu.Unlock()
+		if left := next.Sub(h.o.Clock()); left > 0 {
+			t.Reset(left) // Begin renewed meanwhile
+			continue
+		}
+		err := h.renew(ctx)
+		t.Reset(h.o.RenewInterval)
 		switch {
 		case err == nil:
-			h.mu.Lock()
-			if h.err == nil {
-				if d := sent.Add(h.o.Duration - h.o.Margin); d.After(h.deadline) {
-					h.deadline = d
-				}
-				if seq != "" {
-					h.written = seq
-				}
-			}
-			h.mu.Unlock()
 		case errors.Is(err, ErrNotOwner):
-			h.lose(fmt.Errorf("renew: %w", err))
 			return
-		case h.ctx.Err() != nil:
+		case h.ctx.Err() != nil || ctx.Err() != nil:
 			return
 		default:
 			h.o.Logger.Warn("renew failed; retrying at the next interval", "err", err, "deadline", h.Deadline())
@@ -231,27 +342,104 @@ func (h *Holder) KeepAlive(ctx context.Context) {
 	}
 }
 
-// renew sends one renewal, carrying the settled checkpoint when one waits
-// and the store can write both at once (a RenewCheckpointer); it returns
-// when it was sent and the checkpoint it wrote, if any.
-func (h *Holder) renew(ctx context.Context) (time.Time, string, error) {
+// renew sends one renewal, bounded by RenewInterval.
+func (h *Holder) renew(ctx context.Context) error {
 	if err := h.lockWrite(ctx); err != nil {
-		return time.Time{}, "", err
+		return err
 	}
 	defer h.unlockWrite()
-	sent := h.o.Clock()
+	callCtx, cancel := context.WithTimeout(h.ctx, h.o.RenewInterval)
+	defer cancel()
+	return h.renewLocked(callCtx, false)
+}
+
+// renewLocked sends a renewal while the caller holds the write token. It
+// records the fence when arm is set, when an invocation is running, or when
+// one started since the last renewal; otherwise none (but what invocations
+// given up on may still run), and from its sending invocations need Begin to
+// arm again. It carries the settled checkpoint (not below the floor) when
+// the row does not have it.
+func (h *Holder) renewLocked(ctx context.Context, arm bool) error {
 	h.mu.Lock()
-	seq := h.settled
-	if seq == h.written {
-		seq = ""
+	if err := h.validLocked(); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	sent := h.o.Clock()
+	h.seq++
+	rn := Renewal{Seq: h.seq}
+	deadline := sent.Add(h.o.Duration - h.o.Margin)
+	fenced := h.o.MaxRun > 0 && (arm || len(h.running) > 0 || h.lastStart.After(h.lastRenew))
+	if fenced {
+		rn.Fence = h.o.MaxRun
+	} else {
+		h.armed = h.o.MaxRun == 0
+		if until := h.runningUntilLocked(); until.After(deadline) {
+			rn.Fence = until.Sub(deadline)
+		}
+	}
+	h.lastRenew = sent
+	if seq := h.carryLocked(); seq != "" {
+		rn.Checkpoint = seq
+		h.raiseFloorLocked(seq)
 	}
 	h.mu.Unlock()
-	if rc, ok := h.o.Store.(RenewCheckpointer); ok && seq != "" {
-		_, err := rc.RenewCheckpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq, nil)
-		return sent, seq, err
+
+	_, err := h.o.Store.Renew(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, rn)
+	if errors.Is(err, ErrBehind) {
+		h.resync(ctx) // the row is past what this renewal carried
 	}
-	_, err := h.o.Store.Renew(ctx, h.o.Stream, h.o.ShardID, h.o.Owner)
-	return sent, "", err
+	if errors.Is(err, ErrNotOwner) {
+		h.lose(fmt.Errorf("renew: %w", err))
+	}
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		if deadline.After(h.deadline) {
+			h.deadline = deadline
+		}
+		if fenced {
+			h.armed = true
+		}
+		if rn.Checkpoint != "" {
+			h.written = rn.Checkpoint
+		}
+	}
+	return nil
+}
+
+// carryLocked is the checkpoint the next renewal carries: the settled one,
+// unless the row has it, or a write of this holder tried a later one (it
+// may have landed, its answer lost): a renewal never carries a checkpoint
+// below one the holder tried to write.
+func (h *Holder) carryLocked() string {
+	seq := h.settled
+	if seq == h.written || (h.floor != "" && checkpointOrder(seq) < checkpointOrder(h.floor)) {
+		return ""
+	}
+	return seq
+}
+
+func (h *Holder) raiseFloorLocked(seq string) {
+	if h.floor == "" || checkpointOrder(seq) > checkpointOrder(h.floor) {
+		h.floor = seq
+	}
+}
+
+// resync reads the row after a checkpoint refused as behind it: the row's
+// checkpoint is what is written, and the floor of later ones.
+func (h *Holder) resync(ctx context.Context) {
+	row, err := h.o.Store.Get(context.WithoutCancel(ctx), h.o.Stream, h.o.ShardID)
+	if err != nil || row.Owner != h.o.Owner || row.Checkpoint == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.written = row.Checkpoint
+	h.raiseFloorLocked(row.Checkpoint)
 }
 
 func (h *Holder) lockWrite(ctx context.Context) error {
@@ -267,12 +455,42 @@ func (h *Holder) unlockWrite() { <-h.writing }
 
 // Checkpoint writes seq while the lease is valid. A refusal (ErrNotOwner)
 // loses the lease; past the deadline nothing is written and the error
-// matches ErrLapsed.
+// matches ErrLapsed. A checkpoint the row is already past (ErrBehind: an
+// earlier write of this holder landed with its answer lost) is not an
+// error: the row has as much.
 func (h *Holder) Checkpoint(ctx context.Context, seq string) (Lease, error) {
+	return h.checkpoint(ctx, seq, func() (Lease, error) { return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq) })
+}
+
+// CheckpointWindow writes w.Seq as the checkpoint together with the
+// tumbling window w (Store.CheckpointWindow), under the same rules as
+// Checkpoint.
+func (h *Holder) CheckpointWindow(ctx context.Context, w Window) error {
+	_, err := h.checkpoint(ctx, w.Seq, func() (Lease, error) {
+		return Lease{}, h.o.Store.CheckpointWindow(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, w)
+	})
+	return err
+}
+
+func (h *Holder) checkpoint(ctx context.Context, seq string, do func() (Lease, error)) (Lease, error) {
 	h.mu.Lock()
 	before := h.settled
 	h.mu.Unlock()
-	l, err := h.write(ctx, func() (Lease, error) { return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq) })
+	l, err := h.write(ctx, func() (Lease, error) {
+		h.mu.Lock()
+		h.raiseFloorLocked(seq)
+		h.mu.Unlock()
+		return do()
+	})
+	var ce *ConflictError
+	if errors.Is(err, ErrBehind) && errors.As(err, &ce) && ce.Current != nil &&
+		checkpointOrder(ce.Current.Checkpoint) >= checkpointOrder(seq) {
+		l, err = *ce.Current, nil
+		seq = ce.Current.Checkpoint
+		h.mu.Lock()
+		h.raiseFloorLocked(seq)
+		h.mu.Unlock()
+	}
 	if err == nil {
 		h.mu.Lock()
 		h.written = seq
@@ -284,47 +502,18 @@ func (h *Holder) Checkpoint(ctx context.Context, seq string) (Lease, error) {
 	return l, err
 }
 
-// CheckpointWindow writes w.Seq as the checkpoint together with the
-// tumbling window w (Store.CheckpointWindow), under the same rules as
-// Checkpoint.
-func (h *Holder) CheckpointWindow(ctx context.Context, w Window) error {
-	h.mu.Lock()
-	before := h.settled
-	h.mu.Unlock()
-	_, err := h.write(ctx, func() (Lease, error) {
-		return Lease{}, h.o.Store.CheckpointWindow(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, w)
-	})
-	if err == nil {
-		h.mu.Lock()
-		h.written = w.Seq
-		if h.settled == before {
-			h.settled = w.Seq
-		}
-		h.mu.Unlock()
-	}
-	return err
-}
-
 // Settle records seq as settled, to be written with the next renewal in one
 // lease write (coalescing checkpoints with renewals, so a busy shard costs
 // the writes an idle one does). It writes nothing itself; Flush writes what
-// is settled at once. When the store cannot renew and checkpoint in one
-// write (not a RenewCheckpointer), the next renewal writes none and Flush
-// must. A lease lost before the write costs what settled since the last one
-// (delivered again by the next owner: at most one renew interval more).
+// is settled at once. A lease lost before the write costs what settled since
+// the last one (delivered again by the next owner: at most one renew
+// interval more).
 func (h *Holder) Settle(seq string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err == nil {
 		h.settled = seq
 	}
-}
-
-// Coalesces reports whether Settle's checkpoints ride on the renewals: the
-// store writes both in one (a RenewCheckpointer).
-func (h *Holder) Coalesces() bool {
-	_, ok := h.o.Store.(RenewCheckpointer)
-	return ok
 }
 
 // Written returns the last checkpoint this holder wrote (by Checkpoint,
@@ -379,14 +568,25 @@ func (h *Holder) write(ctx context.Context, do func() (Lease, error)) (Lease, er
 
 // Release gives the lease up (whether or not its deadline passed: the
 // release is conditional on the owner, so it cannot free another's lease)
-// and ends the holder; later writes fail.
-func (h *Holder) Release(ctx context.Context) error {
+// and ends the holder; later writes fail. With to set (the loop's owner) it
+// hands the row back to that loop, whose next run takes it at once; empty,
+// it frees the row for anyone. Either way it records as the row's fence how
+// long invocations it started may still run, so a taker waits that out
+// first (nothing, when every invocation's answer came back).
+func (h *Holder) Release(ctx context.Context, to string) error {
 	if err := h.lockWrite(ctx); err != nil {
 		h.lose(errReleased)
 		return err
 	}
 	defer h.unlockWrite()
-	err := h.o.Store.Release(ctx, h.o.Stream, h.o.ShardID, h.o.Owner)
+	h.mu.Lock()
+	now := h.o.Clock()
+	ho := Handover{To: to}
+	if until := h.runningUntilLocked(); until.After(now) {
+		ho.Fence = until.Sub(now)
+	}
+	h.mu.Unlock()
+	err := h.o.Store.Release(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, ho)
 	h.lose(errReleased)
 	return err
 }

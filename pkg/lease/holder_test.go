@@ -26,7 +26,7 @@ type slowStore struct {
 
 var errDown = errors.New("store unreachable")
 
-func (s *slowStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+func (s *slowStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	s.mu.Lock()
 	s.n++
 	delay, fail := s.renew(s.n)
@@ -40,7 +40,7 @@ func (s *slowStore) Renew(ctx context.Context, stream, shardID, owner string) (l
 	if fail {
 		return lease.Lease{}, errDown
 	}
-	l, err := s.Store.Renew(ctx, stream, shardID, owner)
+	l, err := s.Store.Renew(ctx, stream, shardID, owner, rn)
 	if after {
 		if err := sleepCtx(ctx, delay); err != nil {
 			return lease.Lease{}, err // the answer is lost
@@ -185,7 +185,7 @@ func TestHolder_RenewalsKeepItValid(t *testing.T) {
 		if _, err := h.Checkpoint(t.Context(), "9"); err != nil {
 			t.Fatal(err)
 		}
-		must(t, h.Release(t.Context()))
+		must(t, h.Release(t.Context(), ""))
 		if h.Valid() == nil {
 			t.Fatal("valid after release")
 		}
@@ -279,19 +279,18 @@ func (c *countingStore) count(op string) {
 	c.writes[op]++
 }
 
-func (c *countingStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
-	c.count("renew")
-	return c.Store.Renew(ctx, stream, shardID, owner)
+func (c *countingStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	if rn.Checkpoint != "" {
+		c.count("renew+checkpoint")
+	} else {
+		c.count("renew")
+	}
+	return c.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
 func (c *countingStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	c.count("checkpoint")
 	return c.Store.Checkpoint(ctx, stream, shardID, owner, seq)
-}
-
-func (c *countingStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
-	c.count("renew+checkpoint")
-	return c.Store.(lease.RenewCheckpointer).RenewCheckpoint(ctx, stream, shardID, owner, seq, lag)
 }
 
 // TestHolder_SettledCheckpointsRideOnTheRenewals: a busy shard settling
@@ -336,11 +335,13 @@ type slowRenewCheckpointStore struct {
 	delay time.Duration
 }
 
-func (s *slowRenewCheckpointStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
-	if err := sleepCtx(ctx, s.delay); err != nil {
-		return lease.Lease{}, err
+func (s *slowRenewCheckpointStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	if rn.Checkpoint != "" {
+		if err := sleepCtx(ctx, s.delay); err != nil {
+			return lease.Lease{}, err
+		}
 	}
-	return s.Store.(lease.RenewCheckpointer).RenewCheckpoint(ctx, stream, shardID, owner, seq, lag)
+	return s.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
 // TestHolder_SlowRenewalCannotMoveTheCheckpointBack: a renewal carrying
@@ -366,4 +367,207 @@ func TestHolder_SlowRenewalCannotMoveTheCheckpointBack(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestHolderAndObserver_NoInvocationRunsWhenATakerTakes is the fence at the
+// function: a holder whose target is a function that runs to its own end
+// whatever its caller does (up to MaxRun), with idle gaps between
+// invocations, slow renewals that then fail, a caller that gives up on an
+// invocation when the lease is lost, and sometimes a release at the run's
+// end with an invocation given up on, on clocks up to 30 s apart. The taker
+// takes only what its Observer judges lapsed, and its first invocation
+// starts at once; no invocation of the holder may still be running then.
+func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
+	for seed := range uint64(60) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 19))
+			skew := func() time.Duration { return time.Duration(rng.Int64N(int64(60*time.Second))) - 30*time.Second }
+			holderSkew, takerSkew := skew(), skew()
+			maxRun := time.Duration(500+rng.IntN(30000)) * time.Millisecond
+			k := 1 + rng.IntN(10) // renewals fail from the k-th on
+			release := rng.IntN(3) == 0
+			var mu sync.Mutex
+			delays := make([]time.Duration, 64)
+			for i := range delays {
+				delays[i] = time.Duration(rng.Int64N(int64(2 * time.Second)))
+			}
+			s := &slowStore{Store: memStore(t), delayEnd: rng.IntN(2) == 0, renew: func(n int) (time.Duration, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				return delays[min(n-1, len(delays)-1)], n >= k
+			}}
+			h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: s, Stream: stream, ShardID: "s1", Owner: "loop/r1",
+				MaxRun: maxRun, Clock: func() time.Time { return time.Now().Add(holderSkew) }})
+			must(t, err)
+			t.Cleanup(h.Close)
+			go h.KeepAlive(t.Context())
+
+			var ends []time.Time // when each invocation's function ended, in true time
+			var endsMu sync.Mutex
+			runs := rand.New(rand.NewPCG(seed, 23))
+			holderDone := make(chan struct{})
+			go func() {
+				defer close(holderDone)
+				for i := 0; ; i++ {
+					if release && i == 3 {
+						// The run ends: it gives up on its invocation in
+						// flight and hands the row back with a fence.
+						_ = h.Release(context.Background(), "loop")
+						return
+					}
+					if runs.IntN(3) == 0 {
+						time.Sleep(time.Duration(runs.Int64N(int64(8 * time.Second)))) // idle, at the tip
+					}
+					end, err := h.Begin(h.Context())
+					if err != nil {
+						if h.Valid() != nil {
+							return
+						}
+						continue
+					}
+					run := maxRun - time.Duration(runs.Int64N(int64(maxRun/2))) // most run long
+					endsMu.Lock()
+					ends = append(ends, time.Now().Add(run))
+					endsMu.Unlock()
+					select {
+					case <-time.After(run):
+						end(true)
+					case <-h.Context().Done():
+						end(false) // the caller gives up; the function runs on
+					}
+				}
+			}()
+			obs := lease.NewObserver(lease.DefaultDuration)
+			var took time.Time
+			for took.IsZero() {
+				time.Sleep(time.Duration(20+rng.IntN(500)) * time.Millisecond)
+				row, err := s.Get(t.Context(), stream, "s1")
+				must(t, err)
+				v := obs.Observe(row, time.Now().Add(takerSkew))
+				if !v.Available() {
+					continue
+				}
+				if _, err := s.Take(t.Context(), stream, "s1", "B", lease.IfCounter(v.Counter)); err == nil {
+					took = time.Now()
+				}
+			}
+			<-holderDone
+			endsMu.Lock()
+			defer endsMu.Unlock()
+			for i, end := range ends {
+				if !end.Before(took) {
+					t.Fatalf("seed %d (max run %s, renewals fail from %d, release %v): invocation %d runs until %v, the taker took at %v",
+						seed, maxRun, k, release, i, end, took)
+				}
+			}
+		})
+	}
+}
+
+// TestHolder_FenceIsArmedBeforeTheFirstInvocationAfterAnIdleInterval: a
+// renewal that follows a whole interval with nothing running records no
+// fence (a holder that dies idle costs no more than the lease); the first
+// invocation after it waits for a renewal that records the fence again;
+// invocations close together cost no write.
+func TestHolder_FenceIsArmedBeforeTheFirstInvocationAfterAnIdleInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		s := &countingStore{Store: mem}
+		h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: s, Stream: stream, ShardID: "s1", Owner: "A", MaxRun: 4 * time.Second})
+		must(t, err)
+		t.Cleanup(h.Close)
+		go h.KeepAlive(t.Context())
+		fence := func() time.Duration {
+			row, err := mem.Get(t.Context(), stream, "s1")
+			must(t, err)
+			return row.Fence
+		}
+		if f := fence(); f != 0 {
+			t.Fatalf("fence after the take = %s, want none", f)
+		}
+		end, err := h.Begin(t.Context())
+		must(t, err)
+		if f := fence(); f != 4*time.Second {
+			t.Fatalf("fence once an invocation began = %s, want 4s", f)
+		}
+		time.Sleep(500 * time.Millisecond)
+		end(true)
+		end, err = h.Begin(t.Context()) // close behind: no write
+		must(t, err)
+		end(true)
+		s.mu.Lock()
+		if n := s.writes["renew"]; n != 1 {
+			t.Fatalf("%d renewals for two invocations close together, want the one that armed the fence", n)
+		}
+		s.mu.Unlock()
+		time.Sleep(2*lease.DefaultRenewInterval + time.Millisecond) // one renewal covers the last start, the next finds the holder idle
+		synctest.Wait()
+		if f := fence(); f != 0 {
+			t.Fatalf("fence after an idle interval = %s, want none", f)
+		}
+		end, err = h.Begin(t.Context())
+		must(t, err)
+		if f := fence(); f != 4*time.Second {
+			t.Fatalf("fence once an invocation began after idling = %s, want 4s", f)
+		}
+		// Given up on after 1 s, it may run its whole timeout from then (a
+		// call may have sent its last request just before): a release a
+		// second later records what is left.
+		time.Sleep(time.Second)
+		end(false)
+		time.Sleep(time.Second)
+		must(t, h.Release(t.Context(), "loop"))
+		row, _ := mem.Get(t.Context(), stream, "s1")
+		if row.Owner != "loop" || row.Fence != 3*time.Second {
+			t.Fatalf("row handed back = owner %q fence %s, want loop and 3s", row.Owner, row.Fence)
+		}
+	})
+}
+
+// answerLostStore lands the writes it is told to and then loses their
+// answers (the SDK gave up on the attempt).
+type answerLostStore struct {
+	lease.Store
+	mu   sync.Mutex
+	lose map[string]bool // checkpoints whose answer is lost
+}
+
+var errAnswerLost = errors.New("answer lost")
+
+func (s *answerLostStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.lose[seq] {
+		return lease.Lease{}, errAnswerLost
+	}
+	return l, err
+}
+
+// TestHolder_LostAnswersAroundShardEndNeverMoveItBack: the run's last
+// checkpoint and then SHARD_END both land with their answers lost; the
+// holder's next renewal must not write the older checkpoint over
+// SHARD_END (a coordinator may have opened the children already).
+func TestHolder_LostAnswersAroundShardEndNeverMoveItBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		s := &answerLostStore{Store: mem, lose: map[string]bool{"20": true, lease.ShardEnd: true}}
+		h := newHolder(t, s, time.Now)
+		go h.KeepAlive(t.Context())
+		h.Settle("10")
+		time.Sleep(lease.DefaultRenewInterval + time.Millisecond) // 10 rides on a renewal
+		synctest.Wait()
+		h.Settle("20")
+		if err := h.Flush(t.Context()); !errors.Is(err, errAnswerLost) {
+			t.Fatalf("flush = %v, want the lost answer", err)
+		}
+		if _, err := h.Checkpoint(t.Context(), lease.ShardEnd); !errors.Is(err, errAnswerLost) {
+			t.Fatalf("SHARD_END = %v, want the lost answer", err)
+		}
+		time.Sleep(2 * lease.DefaultRenewInterval) // renewals go on
+		synctest.Wait()
+		if row, _ := mem.Get(t.Context(), stream, "s1"); !row.Finished() {
+			t.Fatalf("row checkpoint %q after renewals, want SHARD_END kept", row.Checkpoint)
+		}
+	})
 }

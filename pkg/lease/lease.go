@@ -90,6 +90,17 @@ type Lease struct {
 	// is stuck writes none, so read them together with LagAt.
 	MillisBehind int64
 	LagAt        time.Time
+	// Fence is how long the invocations the row's last writer may have
+	// started can still run: a taker that watches the row's counter waits a
+	// lease duration plus Fence for a held row (the holder's deadline, then
+	// its invocations), and Fence alone for a released one, before it takes
+	// (see Observer). 0 when the writer had nothing in flight.
+	Fence time.Duration
+	// WriteSeq is the number of the holder's last renewal (Renewal.Seq):
+	// a renewal lands only over a lower one, so one sent late (an attempt
+	// that timed out at the client and reached the table afterwards) never
+	// lands over a newer one. A take clears it.
+	WriteSeq int64
 }
 
 // Key returns the row's key, "<stream>:<shard>".
@@ -108,25 +119,34 @@ func (l Lease) Finished() bool { return l.Checkpoint == ShardEnd }
 // Store keeps lease rows. Implementations are safe for concurrent use.
 type Store interface {
 	// Take gives the lease to owner when the row does not exist, has no
-	// owner, has this owner (or one in its family, WithOwnerFamily), or
-	// still has the counter the taker saw unchanged for a lease duration
-	// (IfCounter), creating the row if needed. It returns the row as
-	// written, or an error matching ErrHeld.
+	// owner and no fence, has this owner, was handed back to its loop with
+	// no fence (WithOwnerFamily), or still has the counter the taker saw
+	// unchanged for as long as the row required (IfCounter, Observer),
+	// creating the row if needed. It records the fence WithFence gives (0
+	// without) and returns the row as written, or an error matching ErrHeld.
 	Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error)
-	// Renew extends owner's lease: it bumps the counter and sets Expiry, or
-	// fails with ErrNotOwner (another owner, or the lease was revoked).
-	Renew(ctx context.Context, stream, shardID, owner string) (Lease, error)
+	// Renew extends owner's lease: it bumps the counter, sets Expiry and
+	// records rn (its fence, and the checkpoint it carries), or fails with
+	// ErrNotOwner (another owner, or the lease was revoked), or ErrBehind
+	// (the row's checkpoint is past the one rn carries; nothing written).
+	// A renewal whose Seq is not above the row's WriteSeq is not written;
+	// when the row's is Seq itself (an earlier attempt of this very
+	// renewal landed), it succeeds.
+	Renew(ctx context.Context, stream, shardID, owner string, rn Renewal) (Lease, error)
 	// Checkpoint records seq (a sequence number or ShardEnd) as settled, or
-	// fails with ErrNotOwner (another owner, or the lease was revoked).
+	// fails with ErrNotOwner (another owner, or the lease was revoked) or
+	// ErrBehind: checkpoints only move forward (ShardEnd last) until a new
+	// start (SetStart, Reset) re-opens the shard.
 	Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error)
 	// Pin records start as where owner opened the shard at its tip, before
 	// its first delivery, so that every later reader opens at or before it
 	// until a checkpoint is written. It keeps the row's generation; it fails
 	// with ErrNotOwner.
 	Pin(ctx context.Context, stream, shardID, owner, start string) (Lease, error)
-	// Release gives the lease up, keeping the checkpoint, or fails with
-	// ErrNotOwner.
-	Release(ctx context.Context, stream, shardID, owner string) error
+	// Release gives the lease up, keeping the checkpoint: to anyone, or
+	// back to the loop ho.To names, recording ho.Fence; it bumps the
+	// counter. It fails with ErrNotOwner.
+	Release(ctx context.Context, stream, shardID, owner string, ho Handover) error
 	// Get reads one row, strongly consistent, or fails with ErrNotFound.
 	Get(ctx context.Context, stream, shardID string) (Lease, error)
 	// GetMany reads the rows of many shards of one stream, strongly
@@ -195,6 +215,37 @@ type Store interface {
 	// Seq may be behind the row's checkpoint (a checkpoint written without
 	// a window, a reset, a new start): then it describes other records.
 	GetWindow(ctx context.Context, stream, shardID string) (Window, error)
+}
+
+// Renewal is what a renewal writes besides extending the lease.
+type Renewal struct {
+	// Seq numbers the holder's renewals, from 1 up: the store writes a
+	// renewal only over a lower one (Lease.WriteSeq). 0: unnumbered (a
+	// caller that sends one renewal at a time and waits for each), written
+	// whatever the row's number.
+	Seq int64
+	// Fence is recorded as the row's Fence: how long after the holder's
+	// deadline that this renewal sets (its send time + the lease - the
+	// holder's margin) the invocations it may start or have started can
+	// still run. 0: none is running, and none starts before a renewal
+	// with a fence is written.
+	Fence time.Duration
+	// Checkpoint, when not empty, is recorded as by Checkpoint, in the
+	// same write (coalesced with the renewal); MillisBehind, when not nil,
+	// with it, as by LagCheckpointer.
+	Checkpoint   string
+	MillisBehind *int64
+}
+
+// Handover is how a holder gives its lease up (Release).
+type Handover struct {
+	// To is the loop owner the row goes back to: its next run takes it at
+	// once when Fence is 0 (WithOwnerFamily). Empty frees the row for
+	// anyone.
+	To string
+	// Fence is recorded as the row's Fence: how long, from the release,
+	// invocations the holder started may still run. A taker waits it out.
+	Fence time.Duration
 }
 
 // Start is what SetStart records on a shard's row.
@@ -282,43 +333,18 @@ type LagCheckpointer interface {
 	CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error)
 }
 
-// RenewCheckpointer is a Store that can renew a lease and record a
-// checkpoint in one conditional write: what a Holder uses to coalesce
-// checkpoints with renewals (one lease write per renew interval carrying
-// both). MemoryStore, DynamoStore and the store WithLag returns over them
-// are. millisBehind, when not nil, is recorded as by CheckpointWithLag.
-type RenewCheckpointer interface {
-	RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error)
-}
-
-// RenewCheckpoint renews owner's lease and records seq on s: in one write
-// when s is a RenewCheckpointer, else a Renew then a Checkpoint. Wrappers of
-// a Store that implement RenewCheckpointer forward to it.
-func RenewCheckpoint(ctx context.Context, s Store, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
-	if rc, ok := s.(RenewCheckpointer); ok {
-		return rc.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
-	}
-	if _, err := s.Renew(ctx, stream, shardID, owner); err != nil {
-		return Lease{}, err
-	}
-	return s.Checkpoint(ctx, stream, shardID, owner, seq)
-}
-
-// WithLag returns s with a Checkpoint that also records lag(stream,
-// shardID), when lag knows it and s is a LagCheckpointer; every other
-// method is s's own. lag must be fast and safe for concurrent use (for
-// example metrics.Recorder.Lag, fed by the reader's MillisBehindLatest
-// hook, which runs before the batch it read is delivered and checkpointed).
+// WithLag returns s with a Checkpoint, and a Renew that carries a
+// checkpoint, that also record lag(stream, shardID), when lag knows it and s
+// is a LagCheckpointer; every other method is s's own. lag must be fast and
+// safe for concurrent use (for example metrics.Recorder.Lag, fed by the
+// reader's MillisBehindLatest hook, which runs before the batch it read is
+// delivered and checkpointed).
 func WithLag(s Store, lag func(stream, shardID string) (millis int64, ok bool)) Store {
 	lc, ok := s.(LagCheckpointer)
 	if !ok || lag == nil {
 		return s
 	}
-	ls := lagStore{Store: s, lc: lc, lag: lag}
-	if rc, ok := s.(RenewCheckpointer); ok {
-		return lagRenewStore{lagStore: ls, rc: rc}
-	}
-	return ls
+	return lagStore{Store: s, lc: lc, lag: lag}
 }
 
 type lagStore struct {
@@ -327,20 +353,14 @@ type lagStore struct {
 	lag func(stream, shardID string) (int64, bool)
 }
 
-// lagRenewStore is a lagStore over a RenewCheckpointer.
-type lagRenewStore struct {
-	lagStore
-	rc RenewCheckpointer
-}
-
-func (s lagRenewStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
-	if millisBehind == nil {
+func (s lagStore) Renew(ctx context.Context, stream, shardID, owner string, rn Renewal) (Lease, error) {
+	if rn.Checkpoint != "" && rn.MillisBehind == nil {
 		if ms, ok := s.lag(stream, shardID); ok {
 			ms = max(ms, 0)
-			millisBehind = &ms
+			rn.MillisBehind = &ms
 		}
 	}
-	return s.rc.RenewCheckpoint(ctx, stream, shardID, owner, seq, millisBehind)
+	return s.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
 func (s lagStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
@@ -363,6 +383,7 @@ type takeOptions struct {
 	unchanged   int64
 	ifUnchanged bool
 	incarnation int64
+	fence       time.Duration
 }
 
 // RunSeparator joins a loop's owner id and the id of one of its runs in the
@@ -370,12 +391,15 @@ type takeOptions struct {
 const RunSeparator = "/"
 
 // WithOwnerFamily lets a take also succeed when the row's owner is family
-// itself or one of its runs (family + RunSeparator + anything). A loop
-// takes each run's lease under a fresh run owner in the family of the loop's
-// owner: the run takes over from the loop's previous run, and a previous
-// run still going (a retried invocation that overlaps the first) finds its
-// next renew or checkpoint refused and stops. It does not apply to a
-// revoked row of a shard with parents (see Lease.Revoked).
+// itself with no fence: the loop's coordinator took it, or the loop's
+// previous run ended and handed it back (Handover.To) with nothing left
+// running. A loop takes each run's lease under a fresh run owner (family +
+// RunSeparator + run id). A row still held by a run of the loop (one that
+// did not hand back: it crashed, or a retried invocation overlaps it) or
+// handed back with a fence is taken only as any taker takes it: once its
+// counter stood still for as long as the row requires (IfCounter,
+// Observer.ObserveAs). It does not apply to a revoked row of a shard with
+// parents (see Lease.Revoked).
 func WithOwnerFamily(family string) TakeOption {
 	return func(o *takeOptions) { o.family = family }
 }
@@ -397,6 +421,14 @@ func Unchanged(counter int64) TakeOption {
 	return func(o *takeOptions) { o.unchanged, o.ifUnchanged = counter, true }
 }
 
+// WithFence records fence on the row as taken (Lease.Fence): how long
+// invocations the taker may start could run past its deadline. Without it
+// the take records none: a taker that has started nothing yet starts its
+// first invocation only after a renewal recorded a fence.
+func WithFence(fence time.Duration) TakeOption {
+	return func(o *takeOptions) { o.fence = fence }
+}
+
 // WithIncarnation records the stream incarnation (Lease.Incarnation) on
 // the row.
 func WithIncarnation(created int64) TakeOption {
@@ -410,8 +442,9 @@ func LoopOwner(owner string) string {
 	return loop
 }
 
-func (o takeOptions) inFamily(owner string) bool {
-	return o.family != "" && (owner == o.family || strings.HasPrefix(owner, o.family+RunSeparator))
+// InFamily reports whether owner is loop or one of its runs.
+func InFamily(owner, loop string) bool {
+	return loop != "" && (owner == loop || strings.HasPrefix(owner, loop+RunSeparator))
 }
 
 // WithParents records the shard's parent ids on the row.
@@ -468,17 +501,20 @@ var (
 	ErrChanged = errors.New("generation record changed since it was read")
 	// ErrInvalid: bad input, reported before any request is sent.
 	ErrInvalid = errors.New("invalid lease input")
+	// ErrBehind: a checkpoint refused because the row's is already past
+	// it (checkpoints only move forward within a start; ShardEnd is last).
+	ErrBehind = errors.New("checkpoint behind the row's")
 )
 
 // ConflictError is a refused conditional write. It matches ErrHeld,
-// ErrNotOwner or ErrChanged with errors.Is. Current is the row as the store saw it when
+// ErrNotOwner, ErrBehind or ErrChanged with errors.Is. Current is the row as the store saw it when
 // the store could tell without another read, else nil.
 type ConflictError struct {
 	Op      string // "take", "renew", "checkpoint", "pin", "release", "delete", "reset", "set start", "put generation", "leave"
 	Key     string
 	Owner   string // the caller's owner id
 	Current *Lease
-	Err     error // ErrHeld, ErrNotOwner or ErrChanged
+	Err     error // ErrHeld, ErrNotOwner, ErrBehind or ErrChanged
 }
 
 func (e *ConflictError) Error() string {
@@ -618,4 +654,47 @@ func notFound(stream, shardID string) error {
 
 func sortByShard(ls []Lease) {
 	slices.SortFunc(ls, func(a, b Lease) int { return strings.Compare(a.ShardID, b.ShardID) })
+}
+
+// checkpointOrder is seq's place among a shard's checkpoints, as a string
+// that compares like the numbers: sequence numbers by their value (their
+// length in three digits, then their digits), ShardEnd after every one.
+// Stores keep it beside the checkpoint and write a checkpoint only at or
+// above it.
+func checkpointOrder(seq string) string {
+	if seq == ShardEnd {
+		return "~"
+	}
+	digits := strings.TrimLeft(seq, "0")
+	return fmt.Sprintf("%03d", len(digits)) + digits
+}
+
+func checkRenewal(rn Renewal) error {
+	switch {
+	case rn.Seq < 0:
+		return &InvalidError{Field: "renewal seq", Value: fmt.Sprint(rn.Seq), Want: "0 (unnumbered) or more"}
+	case rn.Fence < 0:
+		return &InvalidError{Field: "fence", Value: rn.Fence.String(), Want: "a non-negative duration"}
+	case rn.MillisBehind != nil && rn.Checkpoint == "":
+		return &InvalidError{Field: "millis behind", Value: fmt.Sprint(*rn.MillisBehind), Want: "only with a checkpoint"}
+	}
+	if rn.Checkpoint != "" {
+		if err := checkSeq(rn.Checkpoint); err != nil {
+			return err
+		}
+	}
+	if rn.MillisBehind != nil {
+		return checkLag(*rn.MillisBehind)
+	}
+	return nil
+}
+
+func checkHandover(ho Handover) error {
+	switch {
+	case ho.Fence < 0:
+		return &InvalidError{Field: "fence", Value: ho.Fence.String(), Want: "a non-negative duration"}
+	case strings.Contains(ho.To, RunSeparator):
+		return &InvalidError{Field: "handover to", Value: ho.To, Want: "a loop owner, not a run (no " + RunSeparator + ")"}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,12 +19,14 @@ type MemoryStore struct {
 	hbs  map[string]map[string]Heartbeat // by stream, then runner
 	// windows are the shards' tumbling windows, by lease key.
 	windows map[string]Window
+	// orders are the checkpoint orders (checkpointOrder) below which a
+	// shard's checkpoint may not go, by lease key; a new start removes one.
+	orders map[string]string
 }
 
 var (
-	_ Store             = (*MemoryStore)(nil)
-	_ LagCheckpointer   = (*MemoryStore)(nil)
-	_ RenewCheckpointer = (*MemoryStore)(nil)
+	_ Store           = (*MemoryStore)(nil)
+	_ LagCheckpointer = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store.
@@ -36,7 +39,7 @@ func NewMemoryStore(optFns ...func(*Options)) (*MemoryStore, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &MemoryStore{opts: o, rows: map[string]Lease{}, gens: map[string]Generation{}, hbs: map[string]map[string]Heartbeat{}, windows: map[string]Window{}}, nil
+	return &MemoryStore{opts: o, rows: map[string]Lease{}, gens: map[string]Generation{}, hbs: map[string]map[string]Heartbeat{}, windows: map[string]Window{}, orders: map[string]string{}}, nil
 }
 
 func clone(l Lease) Lease {
@@ -49,17 +52,19 @@ func cloneGeneration(g Generation) Generation {
 	return g
 }
 
-// takeable reports whether a take by owner with o may have row l. A
-// revoked child is not taken by its holder's loop: the new start may have
+// takeable reports whether a take by owner with o may have row l: a row
+// free of owner and fence, a counter the taker watched (IfCounter), the
+// taker's own row, or a row handed back to the taker's loop with no fence.
+// A revoked child is not taken by its holder's loop: the new start may have
 // opened a parent again, and only a coordinator checks the parents.
 func (o takeOptions) takeable(l Lease, owner string) bool {
-	if l.Owner == "" || (o.ifCounter && l.Counter == o.counter) {
+	if (l.Owner == "" && l.Fence == 0) || (o.ifCounter && l.Counter == o.counter) {
 		return true
 	}
 	if l.Revoked && len(l.ParentShardIDs) > 0 {
 		return false
 	}
-	return l.Owner == owner || o.inFamily(l.Owner)
+	return l.Owner == owner || (o.family != "" && l.Owner == o.family && l.Fence == 0)
 }
 
 // Take implements Store.
@@ -84,6 +89,7 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 		l = Lease{Stream: stream, ShardID: shardID}
 	}
 	l.Owner, l.Expiry, l.Revoked = owner, now.Add(m.opts.Duration), false
+	l.Fence, l.WriteSeq = o.fence, 0
 	l.Counter++
 	if o.parents != nil {
 		l.ParentShardIDs = o.parents
@@ -95,8 +101,10 @@ func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, o
 	return clone(l), nil
 }
 
-// update applies f to the row while owner holds it.
-func (m *MemoryStore) update(ctx context.Context, op, stream, shardID, owner string, f func(*Lease)) (Lease, error) {
+// update applies f to the row while owner holds it and the checkpoint
+// order allows seq ("" when the write carries no checkpoint). f may refuse
+// the write by returning an error.
+func (m *MemoryStore) update(ctx context.Context, op, stream, shardID, owner, seq string, f func(*Lease) error) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, err
 	}
@@ -104,29 +112,68 @@ func (m *MemoryStore) update(ctx context.Context, op, stream, shardID, owner str
 	defer m.mu.Unlock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if !ok || l.Owner != owner || (l.Revoked && op != "release") {
+	refuse := func(sentinel error) (Lease, error) {
 		var cur *Lease
 		if ok {
 			c := clone(l)
 			cur = &c
 		}
-		return Lease{}, &ConflictError{Op: op, Key: key, Owner: owner, Current: cur, Err: ErrNotOwner}
+		return Lease{}, &ConflictError{Op: op, Key: key, Owner: owner, Current: cur, Err: sentinel}
 	}
-	f(&l)
+	if !ok || l.Owner != owner || (l.Revoked && op != "release") {
+		return refuse(ErrNotOwner)
+	}
+	if ord, has := m.orders[key]; seq != "" && seq != ShardEnd && (l.Checkpoint == ShardEnd || (has && checkpointOrder(seq) < ord)) {
+		return refuse(ErrBehind)
+	}
+	if err := f(&l); err != nil {
+		return Lease{}, err
+	}
+	if seq != "" {
+		m.orders[key] = checkpointOrder(seq)
+	}
 	m.rows[key] = l
 	return clone(l), nil
 }
 
 // Renew implements Store.
-func (m *MemoryStore) Renew(ctx context.Context, stream, shardID, owner string) (Lease, error) {
+func (m *MemoryStore) Renew(ctx context.Context, stream, shardID, owner string, rn Renewal) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
 	}
-	return m.update(ctx, "renew", stream, shardID, owner, func(l *Lease) {
-		l.Expiry = m.opts.Clock().Add(m.opts.Duration)
+	if err := checkRenewal(rn); err != nil {
+		return Lease{}, err
+	}
+	var landed *Lease // the row, when an earlier attempt of rn landed
+	l, err := m.update(ctx, "renew", stream, shardID, owner, rn.Checkpoint, func(l *Lease) error {
+		if rn.Seq > 0 && l.WriteSeq >= rn.Seq {
+			c := clone(*l)
+			landed = &c
+			return errLanded
+		}
+		now := m.opts.Clock()
+		l.Expiry = now.Add(m.opts.Duration)
 		l.Counter++
+		l.Fence = rn.Fence
+		if rn.Seq > 0 {
+			l.WriteSeq = rn.Seq
+		}
+		if rn.Checkpoint != "" {
+			l.Checkpoint, l.StartApplied = rn.Checkpoint, true
+		}
+		if rn.MillisBehind != nil {
+			l.MillisBehind, l.LagAt = *rn.MillisBehind, time.UnixMilli(now.UnixMilli())
+		}
+		return nil
 	})
+	if landed != nil {
+		return *landed, nil
+	}
+	return l, err
 }
+
+// errLanded stops an update whose write an earlier attempt already made.
+var errLanded = errors.New("written already")
 
 // Checkpoint implements Store.
 func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
@@ -136,33 +183,10 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, se
 	if err := checkSeq(seq); err != nil {
 		return Lease{}, err
 	}
-	return m.update(ctx, "checkpoint", stream, shardID, owner, func(l *Lease) {
+	return m.update(ctx, "checkpoint", stream, shardID, owner, seq, func(l *Lease) error {
 		l.Checkpoint = seq
 		l.StartApplied = true
-	})
-}
-
-// RenewCheckpoint implements RenewCheckpointer.
-func (m *MemoryStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
-	if err := checkOwned(stream, shardID, owner); err != nil {
-		return Lease{}, err
-	}
-	if err := checkSeq(seq); err != nil {
-		return Lease{}, err
-	}
-	if millisBehind != nil {
-		if err := checkLag(*millisBehind); err != nil {
-			return Lease{}, err
-		}
-	}
-	return m.update(ctx, "renew", stream, shardID, owner, func(l *Lease) {
-		now := m.opts.Clock()
-		l.Expiry = now.Add(m.opts.Duration)
-		l.Counter++
-		l.Checkpoint, l.StartApplied = seq, true
-		if millisBehind != nil {
-			l.MillisBehind, l.LagAt = *millisBehind, time.UnixMilli(now.UnixMilli())
-		}
+		return nil
 	})
 }
 
@@ -177,10 +201,11 @@ func (m *MemoryStore) CheckpointWithLag(ctx context.Context, stream, shardID, ow
 	if err := checkLag(millisBehind); err != nil {
 		return Lease{}, err
 	}
-	return m.update(ctx, "checkpoint", stream, shardID, owner, func(l *Lease) {
+	return m.update(ctx, "checkpoint", stream, shardID, owner, seq, func(l *Lease) error {
 		l.Checkpoint = seq
 		l.StartApplied = true
 		l.MillisBehind, l.LagAt = millisBehind, time.UnixMilli(m.opts.Clock().UnixMilli())
+		return nil
 	})
 }
 
@@ -192,18 +217,29 @@ func (m *MemoryStore) Pin(ctx context.Context, stream, shardID, owner, start str
 	if err := checkReset(stream, shardID, start); err != nil {
 		return Lease{}, err
 	}
-	return m.update(ctx, "pin", stream, shardID, owner, func(l *Lease) {
+	return m.update(ctx, "pin", stream, shardID, owner, "", func(l *Lease) error {
 		l.Start, l.StartApplied = start, false
+		return nil
 	})
 }
 
 // Release implements Store.
-func (m *MemoryStore) Release(ctx context.Context, stream, shardID, owner string) error {
+func (m *MemoryStore) Release(ctx context.Context, stream, shardID, owner string, ho Handover) error {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return err
 	}
-	_, err := m.update(ctx, "release", stream, shardID, owner, func(l *Lease) {
-		l.Owner, l.Expiry, l.Revoked = "", time.Time{}, false
+	if err := checkHandover(ho); err != nil {
+		return err
+	}
+	_, err := m.update(ctx, "release", stream, shardID, owner, "", func(l *Lease) error {
+		if ho.To == "" {
+			l.Owner, l.Expiry, l.Revoked = "", time.Time{}, false
+		} else {
+			l.Owner = ho.To
+		}
+		l.Fence = ho.Fence
+		l.Counter++
+		return nil
 	})
 	return err
 }
@@ -299,6 +335,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 	}
 	l.Revoked = l.Owner != ""
 	m.rows[key] = l
+	delete(m.orders, key) // checkpoints may go anywhere from the new start
 	return true, nil
 }
 
@@ -319,6 +356,7 @@ func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counte
 		return &ConflictError{Op: "delete", Key: key, Current: &cur, Err: ErrHeld}
 	}
 	delete(m.rows, key)
+	delete(m.orders, key)
 	return nil
 }
 
@@ -379,6 +417,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 	l.Revoked = l.Owner != ""
 	l.Counter++
 	m.rows[key] = l
+	delete(m.orders, key)
 	return clone(l), nil
 }
 

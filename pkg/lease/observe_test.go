@@ -15,49 +15,75 @@ func TestObserver_JudgesLapseOnItsOwnClock(t *testing.T) {
 		// observer never reads it.
 		return lease.Lease{Stream: stream, ShardID: "s1", Owner: owner, Counter: counter, Expiry: t0.Add(-time.Hour)}
 	}
+	fenced := func(owner string, counter int64, fence time.Duration) lease.Lease {
+		r := row(owner, counter)
+		r.Fence = fence
+		return r
+	}
 	type step struct {
 		at     time.Duration
 		row    lease.Lease
 		lapsed bool
 		free   bool
 		until  time.Duration // LapsesAt - t0
+		family string        // the taker's loop (ObserveAs)
 	}
 	cases := []struct {
 		name  string
 		steps []step
 	}{
-		{"ReleasedRowIsFreeAtOnce", []step{{0, row("", 4), false, true, 0}}},
-		{"FirstSightStartsTheWatch", []step{{0, row("A", 1), false, false, d}}},
+		{"AHeldRowWithAFenceLapsesAfterTheLeaseAndTheFence", []step{
+			{0, fenced("A", 1, 3*time.Second), false, false, d + 3*time.Second, ""},
+			{d, fenced("A", 1, 3*time.Second), false, false, d + 3*time.Second, ""},
+			{d + 3*time.Second, fenced("A", 1, 3*time.Second), true, false, d + 3*time.Second, ""},
+		}},
+		{"ARowReleasedWithAFenceLapsesAfterTheFence", []step{
+			{0, fenced("", 2, 2*time.Second), false, false, 2 * time.Second, ""},
+			{2 * time.Second, fenced("", 2, 2*time.Second), true, false, 2 * time.Second, ""},
+		}},
+		{"ARowHandedBackIsFreeToItsLoopAndHeldForOthers", []step{
+			{0, row("loop", 3), false, true, 0, "loop"},
+			{0, row("loop", 3), false, false, d, ""},
+		}},
+		{"ARowHandedBackWithAFenceIsWaitedOutByItsLoop", []step{
+			{0, fenced("loop", 3, time.Second), false, false, time.Second, "loop"},
+			{time.Second, fenced("loop", 3, time.Second), true, false, time.Second, "loop"},
+		}},
+		{"ARowARunOfTheLoopHoldsIsHeldForTheLoop", []step{
+			{0, fenced("loop/r1", 3, time.Second), false, false, d + time.Second, "loop"},
+		}},
+		{"ReleasedRowIsFreeAtOnce", []step{{0, row("", 4), false, true, 0, ""}}},
+		{"FirstSightStartsTheWatch", []step{{0, row("A", 1), false, false, d, ""}}},
 		{"UnchangedForTheDurationLapses", []step{
-			{0, row("A", 1), false, false, d},
-			{d - time.Millisecond, row("A", 1), false, false, d},
-			{d, row("A", 1), true, false, d},
+			{0, row("A", 1), false, false, d, ""},
+			{d - time.Millisecond, row("A", 1), false, false, d, ""},
+			{d, row("A", 1), true, false, d, ""},
 		}},
 		{"ARenewalRestartsTheWatch", []step{
-			{0, row("A", 1), false, false, d},
-			{9 * time.Second, row("A", 2), false, false, 9*time.Second + d},
-			{12 * time.Second, row("A", 2), false, false, 9*time.Second + d},
-			{19 * time.Second, row("A", 2), true, false, 9*time.Second + d},
+			{0, row("A", 1), false, false, d, ""},
+			{9 * time.Second, row("A", 2), false, false, 9*time.Second + d, ""},
+			{12 * time.Second, row("A", 2), false, false, 9*time.Second + d, ""},
+			{19 * time.Second, row("A", 2), true, false, 9*time.Second + d, ""},
 		}},
 		{"ANewOwnerRestartsTheWatch", []step{
-			{0, row("A", 5), false, false, d},
-			{11 * time.Second, row("B", 5), false, false, 11*time.Second + d},
+			{0, row("A", 5), false, false, d, ""},
+			{11 * time.Second, row("B", 5), false, false, 11*time.Second + d, ""},
 		}},
 		{"AClockThatWentBackRestartsTheWatch", []step{
-			{20 * time.Second, row("A", 1), false, false, 20*time.Second + d},
-			{5 * time.Second, row("A", 1), false, false, 5*time.Second + d},
+			{20 * time.Second, row("A", 1), false, false, 20*time.Second + d, ""},
+			{5 * time.Second, row("A", 1), false, false, 5*time.Second + d, ""},
 		}},
 		{"AReleaseForgetsTheWatch", []step{
-			{0, row("A", 1), false, false, d},
-			{5 * time.Second, row("", 2), false, true, 0},
-			{6 * time.Second, row("A", 1), false, false, 6*time.Second + d},
+			{0, row("A", 1), false, false, d, ""},
+			{5 * time.Second, row("", 2), false, true, 0, ""},
+			{6 * time.Second, row("A", 1), false, false, 6*time.Second + d, ""},
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			o := lease.NewObserver(d)
 			for i, s := range c.steps {
-				v := o.Observe(s.row, t0.Add(s.at))
+				v := o.ObserveAs(s.row, t0.Add(s.at), s.family)
 				var until time.Duration
 				if !v.LapsesAt.IsZero() {
 					until = v.LapsesAt.Sub(t0)

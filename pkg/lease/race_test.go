@@ -25,7 +25,7 @@ func TestTakeRace_ExactlyOneWinnerPerRound(t *testing.T) {
 			var seen int64
 			for round := range rounds {
 				if winner != "" && round%2 == 0 {
-					must(t, s.Release(ctx, stream, "hot", winner))
+					must(t, s.Release(ctx, stream, "hot", winner, lease.Handover{}))
 				}
 				var (
 					wg   sync.WaitGroup

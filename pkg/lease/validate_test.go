@@ -55,9 +55,9 @@ func TestInvalidInput_RefusedBeforeAnyRequest(t *testing.T) {
 			_, err := s.Take(ctx, "arn:aws:kinesis:us-east-1:1:stream/x", "s1", "A")
 			return err
 		}},
-		{"EmptyShard", "shard id", func(s lease.Store) error { _, err := s.Renew(ctx, "st", "", "A"); return err }},
+		{"EmptyShard", "shard id", func(s lease.Store) error { _, err := s.Renew(ctx, "st", "", "A", lease.Renewal{}); return err }},
 		{"ShardWithSeparator", "shard id", func(s lease.Store) error { _, err := s.Get(ctx, "st", "a:b"); return err }},
-		{"EmptyOwner", "owner", func(s lease.Store) error { return s.Release(ctx, "st", "s1", "") }},
+		{"EmptyOwner", "owner", func(s lease.Store) error { return s.Release(ctx, "st", "s1", "", lease.Handover{}) }},
 		{"EmptyCheckpoint", "checkpoint", func(s lease.Store) error { _, err := s.Checkpoint(ctx, "st", "s1", "A", ""); return err }},
 		{"NonNumericCheckpoint", "checkpoint", func(s lease.Store) error { _, err := s.Checkpoint(ctx, "st", "s1", "A", "12x"); return err }},
 		{"BadShardInBatch", "shard id", func(s lease.Store) error { _, err := s.GetMany(ctx, "st", []string{"ok", ""}); return err }},

@@ -70,10 +70,11 @@ func (m *MemoryStore) CheckpointWindow(ctx context.Context, stream, shardID, own
 	if err := checkWindow(stream, shardID, owner, w); err != nil {
 		return err
 	}
-	_, err := m.update(ctx, "checkpoint window", stream, shardID, owner, func(l *Lease) {
+	_, err := m.update(ctx, "checkpoint window", stream, shardID, owner, w.Seq, func(l *Lease) error {
 		l.Checkpoint = w.Seq
 		l.StartApplied = true
 		m.windows[Key(stream, shardID)] = cloneWindow(w) // under m.mu, as the row
+		return nil
 	})
 	return err
 }
@@ -169,18 +170,30 @@ func (s *DynamoStore) CheckpointWindow(ctx context.Context, stream, shardID, own
 			return fmt.Errorf("checkpoint window %s: put chunk %d: %w", key, i, err)
 		}
 	}
-	upd := expression.Set(expression.Name(attrCheckpoint), expression.Value(w.Seq)).
-		Set(expression.Name(attrStartApplied), expression.Value(true)).
+	upd := setCheckpoint(expression.UpdateBuilder{}, w.Seq).
 		Set(expression.Name(attrWindowRef), expression.Value(version)).
 		Set(expression.Name(attrWindowChunks), expression.Value(len(parts)))
-	out, err := s.update(ctx, "checkpoint window", stream, shardID, owner, writableBy(owner), upd, ErrNotOwner, types.ReturnValueUpdatedOld)
+	out, err := s.update(ctx, "checkpoint window", stream, shardID, owner, forward(writableBy(owner), w.Seq), upd, ErrNotOwner, types.ReturnValueUpdatedOld)
 	if err != nil {
 		var ce *ConflictError
-		if errors.As(err, &ce) {
-			// Refused: the row never named these items.
+		if !errors.As(err, &ce) {
+			return err
+		}
+		// Refused. An earlier attempt of this very write may have landed
+		// (its answer lost, the SDK retried): then the row names these
+		// items and they stay. Otherwise the row never named them.
+		ref, rerr := s.windowRef(context.WithoutCancel(ctx), stream, shardID)
+		if rerr == nil && ref == version {
+			return nil
+		}
+		if rerr == nil {
 			s.deleteWindow(context.WithoutCancel(ctx), stream, shardID, version, len(parts))
 		}
-		return err
+		cur, cerr := s.refused(ctx, err, stream, shardID, owner)
+		if cerr != nil {
+			return cerr
+		}
+		return behind(err, cur)
 	}
 	var old struct {
 		Ref    string `dynamodbav:"window_ref"`
@@ -190,6 +203,25 @@ func (s *DynamoStore) CheckpointWindow(ctx context.Context, stream, shardID, own
 		s.deleteWindow(context.WithoutCancel(ctx), stream, shardID, old.Ref, old.Chunks)
 	}
 	return nil
+}
+
+// windowRef reads the window version the row names ("" for none),
+// strongly consistent.
+func (s *DynamoStore) windowRef(ctx context.Context, stream, shardID string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keyOf(stream, shardID), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String(attrWindowRef)})
+	if err != nil {
+		return "", err
+	}
+	var ref struct {
+		Ref string `dynamodbav:"window_ref"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &ref); err != nil {
+		return "", err
+	}
+	return ref.Ref, nil
 }
 
 // deleteWindow removes the first n chunk items of a window version, best

@@ -112,10 +112,10 @@ func (s *slowStore) Take(ctx context.Context, stream, shard, owner string, opts 
 	return s.Store.Take(ctx, stream, shard, owner, opts...)
 }
 
-func (s *slowStore) Renew(ctx context.Context, stream, shard, owner string) (lease.Lease, error) {
+func (s *slowStore) Renew(ctx context.Context, stream, shard, owner string, rn lease.Renewal) (lease.Lease, error) {
 	s.calls.Add(1)
 	s.lat.wait(s.write)
-	return s.Store.Renew(ctx, stream, shard, owner)
+	return s.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
 func (s *slowStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
@@ -124,10 +124,10 @@ func (s *slowStore) Checkpoint(ctx context.Context, stream, shard, owner, seq st
 	return s.Store.Checkpoint(ctx, stream, shard, owner, seq)
 }
 
-func (s *slowStore) Release(ctx context.Context, stream, shard, owner string) error {
+func (s *slowStore) Release(ctx context.Context, stream, shard, owner string, ho lease.Handover) error {
 	s.calls.Add(1)
 	s.lat.wait(s.write)
-	return s.Store.Release(ctx, stream, shard, owner)
+	return s.Store.Release(ctx, stream, shard, owner, ho)
 }
 
 // BenchmarkReaderThroughput measures the reader's own overhead, pipelined:

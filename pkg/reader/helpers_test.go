@@ -269,7 +269,7 @@ func (f *faultKinesis) openTypes() []types.ShardIteratorType {
 type spyStore struct {
 	lease.Store
 	mu     sync.Mutex
-	calls  []string // "checkpoint <seq>", "renew", "release", "take"
+	calls  []string // "checkpoint <seq>", "renew", "release", "handback", "take"; a renewal carrying a checkpoint is "renew", "checkpoint <seq>"
 	before func(op string) error
 }
 
@@ -291,11 +291,18 @@ func (s *spyStore) Take(ctx context.Context, stream, shard, owner string, opts .
 	return s.Store.Take(ctx, stream, shard, owner, opts...)
 }
 
-func (s *spyStore) Renew(ctx context.Context, stream, shard, owner string) (lease.Lease, error) {
+// Renew records "renew", then "checkpoint <seq>" when the renewal carries
+// one.
+func (s *spyStore) Renew(ctx context.Context, stream, shard, owner string, rn lease.Renewal) (lease.Lease, error) {
 	if err := s.record("renew"); err != nil {
 		return lease.Lease{}, err
 	}
-	return s.Store.Renew(ctx, stream, shard, owner)
+	if rn.Checkpoint != "" {
+		if err := s.record("checkpoint " + rn.Checkpoint); err != nil {
+			return lease.Lease{}, err
+		}
+	}
+	return s.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
 func (s *spyStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
@@ -305,11 +312,17 @@ func (s *spyStore) Checkpoint(ctx context.Context, stream, shard, owner, seq str
 	return s.Store.Checkpoint(ctx, stream, shard, owner, seq)
 }
 
-func (s *spyStore) Release(ctx context.Context, stream, shard, owner string) error {
-	if err := s.record("release"); err != nil {
+// Release records "release", or "handback" for a run handing the row
+// back to its loop.
+func (s *spyStore) Release(ctx context.Context, stream, shard, owner string, ho lease.Handover) error {
+	op := "release"
+	if ho.To != "" {
+		op = "handback"
+	}
+	if err := s.record(op); err != nil {
 		return err
 	}
-	return s.Store.Release(ctx, stream, shard, owner)
+	return s.Store.Release(ctx, stream, shard, owner, ho)
 }
 
 func (s *spyStore) ops() []string {

@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -129,12 +130,18 @@ func (l *lane) deliver(us []unit) bool {
 			r.haltNow() // nothing more fits in this run
 			return false
 		}
-		if r.holder.Valid() != nil {
-			return false
-		}
 		b := r.batch(us[cur.lo:cur.hi])
-		r.invoked(b)
 		n, err := l.invoke(b)
+		if errors.Is(err, errNotStarted) {
+			// No invocation started: the lease is gone, or the renewal
+			// recording its fence failed (tried again shortly).
+			if r.lost() || r.ctx.Err() != nil {
+				return false
+			}
+			r.log.Warn("an invocation waits for the lease to record its fence", "err", err)
+			r.wait(r.o.RetryMin)
+			continue
+		}
 		k, nrec := settledUnits(us[cur.lo:cur.hi], max(0, min(n, len(b.Records))))
 		r.failedInvoke(len(b.Records) - nrec)
 		if k > 0 {
@@ -185,6 +192,35 @@ func (l *lane) deliver(us []unit) bool {
 	}
 	r.o.Hooks.Batch(r.in.Stream, r.in.ShardID, kin, r.o.Clock().Sub(began))
 	return true
+}
+
+// errNotStarted: no invocation of the target started (Holder.Begin
+// refused it: the lease is no longer valid, or the renewal that records its
+// fence failed). It counts as no attempt.
+var errNotStarted = errors.New("invocation not started")
+
+// call makes one invocation of the target under the lease's fence: Begin
+// first (the row then records how long the invocation may run, so a new
+// owner waits it out), do with the run's context, then the invocation's
+// end: over when the function answered, given up on (it may run on for its
+// timeout) when the run's context ended first or the call failed without
+// the function's answer. It fails with errNotStarted when Begin refused.
+func (r *run) call(do func(ctx context.Context) error) error {
+	end, err := r.holder.Begin(r.ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotStarted, err)
+	}
+	err = do(r.ctx)
+	end(r.ctx.Err() == nil && answered(err))
+	return err
+}
+
+// answered reports whether a target's error says its function ran to an
+// answer (or never ran): an error it returned, an answer that was not a
+// valid response, a record too large to send. Any other error (a timeout,
+// a broken connection) leaves the function perhaps running.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, ErrFunction) || errors.Is(err, ErrBadResponse) || errors.Is(err, ErrRecordTooLarge)
 }
 
 // carried is the failed-delivery count (and its last error) a delivery of

@@ -27,7 +27,7 @@ type renewPlan struct {
 	plan func(n int) (delay time.Duration, fail bool)
 }
 
-func (s *renewPlan) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+func (s *renewPlan) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	s.mu.Lock()
 	s.n++
 	delay, fail := s.plan(s.n)
@@ -42,7 +42,7 @@ func (s *renewPlan) Renew(ctx context.Context, stream, shardID, owner string) (l
 	if fail {
 		return lease.Lease{}, errors.New("dynamodb: throttled")
 	}
-	return s.Store.Renew(ctx, stream, shardID, owner)
+	return s.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
 // TestRun_StopsDeliveringAtTheLeaseDeadlineAfterASlowRenewal is the bug of
@@ -264,8 +264,7 @@ func TestRun_CheckpointsRideOnTheRenewalsOfABusyShard(t *testing.T) {
 	}
 }
 
-// countingLeaseStore counts a MemoryStore's writes, keeping it a
-// RenewCheckpointer.
+// countingLeaseStore counts a MemoryStore's writes.
 type countingLeaseStore struct {
 	*lease.MemoryStore
 	mu sync.Mutex
@@ -284,17 +283,12 @@ func (c *countingLeaseStore) Take(ctx context.Context, stream, shardID, owner st
 	return c.MemoryStore.Take(ctx, stream, shardID, owner, opts...)
 }
 
-func (c *countingLeaseStore) Renew(ctx context.Context, stream, shardID, owner string) (lease.Lease, error) {
+func (c *countingLeaseStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	c.inc()
-	return c.MemoryStore.Renew(ctx, stream, shardID, owner)
+	return c.MemoryStore.Renew(ctx, stream, shardID, owner, rn)
 }
 
 func (c *countingLeaseStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	c.inc()
 	return c.MemoryStore.Checkpoint(ctx, stream, shardID, owner, seq)
-}
-
-func (c *countingLeaseStore) RenewCheckpoint(ctx context.Context, stream, shardID, owner, seq string, lag *int64) (lease.Lease, error) {
-	c.inc()
-	return c.MemoryStore.RenewCheckpoint(ctx, stream, shardID, owner, seq, lag)
 }

@@ -109,13 +109,18 @@ type Options struct {
 	// MaxReadErrors consecutive failed reads release the lease and stop the
 	// loop. Default 11.
 	MaxReadErrors int
-	// TargetTimeout is the target's own timeout when known (a Lambda
-	// function's configured timeout). A delivery then starts only when it
-	// can end before the run must stop (ctx's deadline less Margin/2): a run
-	// never abandons an invocation that goes on at the target while the next
-	// run delivers the same records again. It must be shorter than
-	// RunLength. 0: unknown (default; keep the target's timeout well under
-	// the run length).
+	// TargetTimeout is the longest one invocation of the target can run
+	// from its start whatever the reader does: a Lambda function's
+	// configured timeout (a synchronous invocation cannot be cancelled; it
+	// runs on when the reader gives up on it). The lease then covers it:
+	// while invocations may be running, the row records it as its fence,
+	// and a new owner (another loop, or another run of this loop) delivers
+	// nothing until every invocation this run started could have ended
+	// (docs/design.md, "The fence"). A delivery also starts only when it
+	// can end before the run must stop (ctx's deadline less Margin/2). It
+	// must be shorter than RunLength. 0: the target stops when its context
+	// ends (an in-process Go function that honours it, the default); a
+	// Lambda target must set it.
 	TargetTimeout time.Duration
 	// RetryMin and RetryMax bound the exponential backoff between
 	// deliveries of a batch the target did not settle. Defaults 100 ms, 10 s.
@@ -168,8 +173,7 @@ type Options struct {
 
 	// EagerCheckpoints writes each checkpoint as soon as the ledger allows
 	// it. Default false: checkpoints ride on the lease renewals (one lease
-	// write every RenewInterval carries both, when the store can write them
-	// at once: lease.RenewCheckpointer), so a busy shard costs the lease
+	// write every RenewInterval carries both), so a busy shard costs the lease
 	// writes an idle one does; SHARD_END, the end of a run and a release are
 	// written at once. The price: after a takeover, up to one renew interval
 	// more of records is delivered again.

@@ -2,7 +2,6 @@ package reader
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -59,23 +58,28 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	r.in.Continue, r.in.ContinueAsNew, r.in.Reason = false, false, ""
 	r.in.Iteration++
 
-	// Each run writes as a run owner of its own in the loop owner's family:
-	// a previous run still going (a retried invocation overlapping the
-	// first) loses the row at its next renew or checkpoint.
-	owner := st.Owner + lease.RunSeparator + runID()
-	h, row, err := lease.Hold(ctx, lease.HolderOptions{
-		Store: o.Store, Stream: st.Stream, ShardID: st.ShardID, Owner: owner,
-		Duration: o.LeaseDuration, RenewInterval: o.RenewInterval, Clock: o.Clock, Logger: r.log,
-	}, lease.WithOwnerFamily(st.Owner))
-	if errors.Is(err, lease.ErrHeld) {
-		r.log.Warn("lease held by another owner", "err", err)
-		o.Hooks.LeaseLost(st.Stream, st.ShardID, st.Owner)
-		out := r.in
-		out.Reason = ReasonLeaseLost
-		return out, nil
-	}
+	// Each run writes as a run owner of its own in the loop owner's
+	// family. It takes the row at once when the loop's previous run handed
+	// it back with nothing running; a row an earlier run still holds (it
+	// crashed, or runs on beside this retried one) it waits out as any
+	// taker would (take).
+	h, row, watch, err := r.take(ctx, st.Owner+lease.RunSeparator+runID(), st.Watch)
+	r.in.Watch = nil
 	if err != nil {
 		return in, fmt.Errorf("reader: take lease %s: %w", lease.Key(st.Stream, st.ShardID), err)
+	}
+	if h == nil {
+		out := r.in
+		if watch != nil {
+			out.Continue, out.Reason, out.Watch = true, ReasonWaiting, watch
+			if out.Iteration >= o.MaxIterations {
+				out.ContinueAsNew, out.Iteration = true, 0
+			}
+			return out, nil
+		}
+		o.Hooks.LeaseLost(st.Stream, st.ShardID, st.Owner)
+		out.Reason, out.Watch = ReasonLeaseLost, nil
+		return out, nil
 	}
 	defer h.Close()
 	r.holder = h
@@ -107,7 +111,7 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 		}
 	}
 	if r.streamGone(h.Context(), row) {
-		if err := h.Release(context.WithoutCancel(ctx)); err != nil {
+		if err := h.Release(context.WithoutCancel(ctx), ""); err != nil {
 			r.log.Warn("release failed; the lease will expire", "err", err)
 		}
 		if o.Nudge != nil {
@@ -362,7 +366,7 @@ func (r *run) schedule() outcome {
 		default:
 		}
 	}()
-	coalesce := !r.o.EagerCheckpoints && r.holder.Coalesces() && !r.windowed()
+	coalesce := !r.o.EagerCheckpoints && !r.windowed()
 	checkpoint := func() {
 		if coalesce {
 			// The next renewal writes what settled (Holder.Settle); what it
@@ -741,11 +745,20 @@ func (r *run) leaseLost() State {
 	return r.out(ReasonLeaseLost, false)
 }
 
-// finish ends a run that continues.
+// finish ends a run that continues: it writes the checkpoint of what
+// settled and hands the row back to its loop, recording as the fence what
+// it gave up on that may still run, so the loop's next run takes it at
+// once (after that fence).
 func (r *run) finish() State {
 	r.flush()
 	if r.lost() {
 		return r.leaseLost()
+	}
+	if r.stopRenew != nil {
+		r.stopRenew() // a renewal after the handback would read as a lost lease
+	}
+	if err := r.releaseTo(r.ctx, r.in.Owner); err != nil {
+		r.log.Warn("hand-back failed; the loop's next run waits the lease out", "err", err)
 	}
 	st := r.out(ReasonContinue, true)
 	r.log.Info("run done", "reason", st.Reason, "records", st.Records, "seq", st.Checkpoint)
@@ -797,7 +810,7 @@ func (r *run) release(parent context.Context, reason Reason) State {
 		r.checkpointed(ckResult{seq: r.want, gen: r.win.gen, err: err})
 	}
 	if !r.lost() {
-		if err := r.holder.Release(context.WithoutCancel(parent)); err != nil {
+		if err := r.releaseTo(parent, ""); err != nil {
 			r.log.Warn("release failed; the lease will expire", "err", err)
 		}
 		if r.o.Nudge != nil {
@@ -807,6 +820,15 @@ func (r *run) release(parent context.Context, reason Reason) State {
 	st := r.out(reason, false)
 	r.log.Info("run done", "reason", reason, "records", st.Records, "seq", st.Checkpoint)
 	return st
+}
+
+// releaseTo gives the lease up (Holder.Release), bounded by a renew
+// interval even when ctx has ended: to the loop owner to (a hand-back), or
+// to anyone.
+func (r *run) releaseTo(ctx context.Context, to string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.RenewInterval)
+	defer cancel()
+	return r.holder.Release(ctx, to)
 }
 
 // startOf names the row's start: its position, generation and order.

@@ -26,6 +26,13 @@ const (
 	// in flight settle, checkpointed what settled and released the lease,
 	// so another owner may take the shard at once. The loop ends.
 	ReasonReleased Reason = "released"
+	// ReasonWaiting: the shard's row is held by an earlier run of this loop
+	// that did not hand it back (it crashed, or it still runs beside this
+	// retried one), so invocations it started may still be running: the
+	// run watched the row without delivering, as any taker would, until
+	// its length. The loop goes on (continue=true); the next run watches
+	// on from where this one stopped (State.Watch).
+	ReasonWaiting Reason = "waiting"
 	// ReasonStreamGone: the stream the shard's row was written for is gone:
 	// Kinesis no longer knows it, or a stream of that name was created since
 	// (its creation time is not the row's incarnation). The lease was
@@ -91,6 +98,21 @@ type State struct {
 	// later run applies SettledTo only while the row's start is the same.
 	// "" when the row's checkpoint is past its start.
 	SettledUnder string `json:"settledUnder"`
+
+	// Watch is the watch of the row a run ended in (ReasonWaiting): the
+	// next run goes on with it rather than wait from the start. nil
+	// otherwise.
+	Watch *Watch `json:"watch,omitempty"`
+}
+
+// Watch is how long a run of the loop watched the row stand still: its
+// owner and counter as seen, and for how long (the watching host's clock,
+// as a duration, since no two hosts' clocks agree: the time between two
+// runs only adds to it).
+type Watch struct {
+	Owner    string `json:"owner"`
+	Counter  int64  `json:"counter"`
+	WaitedMs int64  `json:"waitedMs"`
 }
 
 // Failure is the retry count of a failing delivery, carried across runs:

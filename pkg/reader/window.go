@@ -305,10 +305,20 @@ func hasState(s json.RawMessage) bool {
 // over MaxWindowState ends the window early.
 func (l *lane) invoke(b Batch) (int, error) {
 	r := l.r
-	if !r.windowed() {
-		return r.o.Target.Deliver(r.ctx, b)
+	var n int
+	var state json.RawMessage
+	err := r.call(func(ctx context.Context) (err error) {
+		r.invoked(b)
+		if !r.windowed() {
+			n, err = r.o.Target.Deliver(ctx, b)
+			return err
+		}
+		n, state, err = r.o.Target.(WindowTarget).DeliverWindow(ctx, l.windowBatch(b, false, false))
+		return err
+	})
+	if !r.windowed() || errors.Is(err, errNotStarted) {
+		return n, err
 	}
-	n, state, err := r.o.Target.(WindowTarget).DeliverWindow(r.ctx, l.windowBatch(b, false, false))
 	n = max(0, min(n, len(b.Records)))
 	if n == 0 && err != nil {
 		return 0, err
@@ -353,7 +363,18 @@ func (l *lane) final(early bool) bool {
 			r.haltNow()
 			return false
 		}
-		_, state, err := r.o.Target.(WindowTarget).DeliverWindow(r.ctx, l.windowBatch(r.batch(nil), true, early))
+		var state json.RawMessage
+		err := r.call(func(ctx context.Context) (err error) {
+			_, state, err = r.o.Target.(WindowTarget).DeliverWindow(ctx, l.windowBatch(r.batch(nil), true, early))
+			return err
+		})
+		if errors.Is(err, errNotStarted) {
+			if r.lost() || r.ctx.Err() != nil {
+				return false
+			}
+			r.wait(r.o.RetryMin)
+			continue
+		}
 		if err == nil && !hasState(state) {
 			err = fmt.Errorf("reader: %w (final invocation)", ErrNoState)
 		}

@@ -309,7 +309,7 @@ func TestTumblingWindow_StateSurvivesRunsAndATakeover(t *testing.T) {
 	// in its payload) takes it and resumes after the checkpoint with the
 	// state that belongs to it.
 	row := e.row(t, shard)
-	if err := e.store.Release(t.Context(), e.stream, shard, row.Owner); err != nil {
+	if err := e.store.Release(t.Context(), e.stream, shard, row.Owner, lease.Handover{}); err != nil {
 		t.Fatal(err)
 	}
 	e.putN(t, "c", 1)

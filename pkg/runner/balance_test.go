@@ -36,11 +36,11 @@ func (c *crashable) Take(ctx context.Context, stream, shard, owner string, o ...
 	}
 	return c.Store.Take(ctx, stream, shard, owner, o...)
 }
-func (c *crashable) Renew(ctx context.Context, stream, shard, owner string) (lease.Lease, error) {
+func (c *crashable) Renew(ctx context.Context, stream, shard, owner string, rn lease.Renewal) (lease.Lease, error) {
 	if c.dead() {
 		return lease.Lease{}, errCrashed
 	}
-	return c.Store.Renew(ctx, stream, shard, owner)
+	return c.Store.Renew(ctx, stream, shard, owner, rn)
 }
 func (c *crashable) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
 	if c.dead() {
@@ -54,11 +54,11 @@ func (c *crashable) Pin(ctx context.Context, stream, shard, owner, start string)
 	}
 	return c.Store.Pin(ctx, stream, shard, owner, start)
 }
-func (c *crashable) Release(ctx context.Context, stream, shard, owner string) error {
+func (c *crashable) Release(ctx context.Context, stream, shard, owner string, ho lease.Handover) error {
 	if c.dead() {
 		return errCrashed
 	}
-	return c.Store.Release(ctx, stream, shard, owner)
+	return c.Store.Release(ctx, stream, shard, owner, ho)
 }
 func (c *crashable) Beat(ctx context.Context, stream string, hb lease.Heartbeat) (lease.Heartbeat, error) {
 	if c.dead() {

@@ -23,10 +23,10 @@ func TestDeadStore_AKilledLoopWritesNothing(t *testing.T) {
 	ks.kill()
 	writes := map[string]error{}
 	_, writes["take"] = d.Take(ctx, "s", "sh", "loop")
-	_, writes["renew"] = d.Renew(ctx, "s", "sh", "loop")
+	_, writes["renew"] = d.Renew(ctx, "s", "sh", "loop", lease.Renewal{})
 	_, writes["checkpoint"] = d.Checkpoint(ctx, "s", "sh", "loop", "5")
 	_, writes["pin"] = d.Pin(ctx, "s", "sh", "loop", "timestamp:1")
-	writes["release"] = d.Release(ctx, "s", "sh", "loop")
+	writes["release"] = d.Release(ctx, "s", "sh", "loop", lease.Handover{})
 	for op, err := range writes {
 		if !errors.Is(err, errKilled) {
 			t.Errorf("%s by a killed loop: err = %v, want errKilled", op, err)

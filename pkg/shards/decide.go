@@ -19,7 +19,9 @@ type Input struct {
 	Leases map[string]lease.Lease
 	// Verdicts are the taker's verdicts (lease.Observer) on the rows, by
 	// shard id. A row that names an owner is Held unless its verdict says
-	// the lease lapsed; a row without an owner is free whatever its verdict.
+	// the lease lapsed; a row without an owner is free, unless it records a
+	// fence (invocations its last holder started may still run) that its
+	// verdict does not say has passed: then it is Fenced.
 	Verdicts map[string]lease.Verdict
 	// Incarnation is the stream's creation time (Unix ms). A row that
 	// records another incarnation belongs to a stream deleted and created
@@ -41,6 +43,10 @@ const (
 	// Stale: the row belongs to an earlier incarnation of the stream; it
 	// must be removed (once nobody holds it) before the shard is taken.
 	Stale
+	// Fenced: the row was released, but invocations its last holder
+	// started may still be running (its fence); it is taken once they
+	// could have ended.
+	Fenced
 )
 
 func (k ReasonKind) String() string {
@@ -53,6 +59,8 @@ func (k ReasonKind) String() string {
 		return "waiting on parent"
 	case Stale:
 		return "row of an earlier incarnation of the stream"
+	case Fenced:
+		return "released; its last holder's invocations may still run"
 	}
 	return fmt.Sprintf("ReasonKind(%d)", int(k))
 }
@@ -61,7 +69,8 @@ func (k ReasonKind) String() string {
 type Reason struct {
 	Kind ReasonKind
 	// Owner and Until are the holder and when its lease lapses if it is
-	// not renewed (by the taker's clock; zero when unknown), for Held.
+	// not renewed (by the taker's clock; zero when unknown), for Held; for
+	// Fenced, Until is when its fence passes.
 	Owner string
 	Until time.Time
 	// Parent is the first parent (ParentID before AdjacentParentID) that is
@@ -80,6 +89,10 @@ func (r Reason) String() string {
 		return fmt.Sprintf("held by %s until %s", r.Owner, r.Until.UTC().Format(time.RFC3339Nano))
 	case WaitingOnParent:
 		return "waiting on parent " + r.Parent
+	case Fenced:
+		if !r.Until.IsZero() {
+			return fmt.Sprintf("released; its last holder's invocations may run until %s", r.Until.UTC().Format(time.RFC3339Nano))
+		}
 	}
 	return r.Kind.String()
 }
@@ -99,7 +112,8 @@ type Decision struct {
 // A shard is leasable when
 //   - its row, if any, is of this incarnation of the stream (else Stale);
 //   - the row is absent, names no owner, or its lease lapsed by the taker's
-//     verdict (else Held);
+//     verdict (else Held); a row released with a fence only once its
+//     verdict says the fence passed (else Fenced);
 //   - it is not finished: a shard whose checkpoint is SHARD_END is never
 //     taken again (else Finished);
 //   - every parent, both for a merge, is read: finished in the store, or
@@ -156,6 +170,9 @@ func Decide(in Input) Decision {
 			continue
 		case hasRow && r.Held() && !in.Verdicts[s.ID].Lapsed:
 			d.NotLeasable[s.ID] = Reason{Kind: Held, Owner: r.Owner, Until: in.Verdicts[s.ID].LapsesAt}
+			continue
+		case hasRow && !r.Held() && r.Fence > 0 && !in.Verdicts[s.ID].Available():
+			d.NotLeasable[s.ID] = Reason{Kind: Fenced, Until: in.Verdicts[s.ID].LapsesAt}
 			continue
 		}
 		waiting := ""

@@ -50,7 +50,7 @@ func verdicts(rows map[string]lease.Lease) map[string]lease.Verdict {
 	v := map[string]lease.Verdict{}
 	for id, r := range rows {
 		switch {
-		case r.Owner == "":
+		case r.Owner == "" && r.Fence == 0:
 			v[id] = lease.Verdict{Free: true}
 		case r.Counter == -1:
 			v[id] = lease.Verdict{Lapsed: true, Counter: -1}
@@ -127,6 +127,13 @@ func TestDecide(t *testing.T) {
 			leases:   rows("s0", finished()),
 			leasable: []string{"s1", "s2"},
 			not:      map[string]Reason{"s0": fin},
+		},
+		{
+			name:     "ReleasedWithAFenceWaitsTillItPasses",
+			shards:   []Shard{open("f0"), open("f1")},
+			leases:   rows("f0", lease.Lease{Checkpoint: "500", Fence: 3 * time.Second, Counter: later.UnixMilli()}, "f1", lease.Lease{Checkpoint: "500", Fence: 3 * time.Second, Counter: -1}),
+			leasable: []string{"f1"},
+			not:      map[string]Reason{"f0": {Kind: Fenced, Until: later}},
 		},
 		{
 			name:     "SplitParentHeldByAnotherOwner",

@@ -98,7 +98,7 @@ func readToEnd(t *testing.T, store lease.Store, stream, shard string) {
 	if _, err := store.Checkpoint(ctx, stream, shard, "reader-"+shard, lease.ShardEnd); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Release(ctx, stream, shard, "reader-"+shard); err != nil {
+	if err := store.Release(ctx, stream, shard, "reader-"+shard, lease.Handover{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -232,7 +232,7 @@ func TestSplitAndMerge_ChildrenWaitForEveryParentOnRealListing(t *testing.T) {
 		t.Errorf("shard 0 while read: %v, want held by reader-a", r)
 	}
 	expect("0 held", d, []string{sh1}, map[string]Reason{sh2: waiting(sh0), sh3: waiting(sh0)})
-	if err := store.Release(ctx, name, sh0, "reader-a"); err != nil {
+	if err := store.Release(ctx, name, sh0, "reader-a", lease.Handover{}); err != nil {
 		t.Fatal(err)
 	}
 
