@@ -2,6 +2,7 @@ package lambdaenv_test
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -65,5 +66,33 @@ func TestCoordinatorFromEnv_StartTakesTheTriggersSpelling(t *testing.T) {
 	c, err := lambdaenv.CoordinatorFromEnv(func(k string) string { return env[k] })
 	if err != nil || c.Start != "horizon" {
 		t.Fatalf("CoordinatorFromEnv(TRIM_HORIZON) = start %q, %v; want horizon", c.Start, err)
+	}
+}
+
+func TestLogFromEnv_LambdasFormatAndLevelJSONAtInfoByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		format, level string
+		json          bool
+		want          slog.Level
+	}{
+		{"", "", true, slog.LevelInfo},
+		{"JSON", "DEBUG", true, slog.LevelDebug},
+		{"Text", "WARN", false, slog.LevelWarn},
+		{"TEXT", "trace", false, lambdaenv.LevelTrace},
+		{"json", "FATAL", true, lambdaenv.LevelFatal},
+		{"", "ERROR", true, slog.LevelError},
+	} {
+		env := map[string]string{lambdaenv.VarLogFormat: tc.format, lambdaenv.VarLogLevel: tc.level}
+		l, err := lambdaenv.LogFromEnv(func(k string) string { return env[k] })
+		if err != nil || l.JSON != tc.json || l.Level != tc.want {
+			t.Errorf("%q/%q: %+v, %v; want json %v at %v", tc.format, tc.level, l, err, tc.json, tc.want)
+		}
+	}
+	env := map[string]string{lambdaenv.VarLogFormat: "XML", lambdaenv.VarLogLevel: "LOUD"}
+	_, err := lambdaenv.LogFromEnv(func(k string) string { return env[k] })
+	for _, want := range []string{`AWS_LAMBDA_LOG_FORMAT="XML": want JSON or Text`, `AWS_LAMBDA_LOG_LEVEL="LOUD": want TRACE, DEBUG, INFO, WARN, ERROR or FATAL`} {
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, lambdaenv.ErrEnv) {
+			t.Errorf("bad values: %v; want %q", err, want)
+		}
 	}
 }
