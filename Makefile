@@ -9,7 +9,7 @@ EMU_STAMP := $(EMU_DIR)/node_modules/.installed
 FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 BUILD_DIR := build
 
-.PHONY: help deps build test test-go lint bench demo sim clean
+.PHONY: help deps build test test-go lint bench demo emulators sim clean
 
 # make sim: how many simulated worlds, from which seed.
 SEEDS ?= 1000
@@ -57,6 +57,10 @@ sim: ## Run SEEDS simulated worlds from seed FIRST (internal/sim, virtual time);
 demo: deps ## The whole system on local emulators: a split, a merge, a killed loop; ends with the verdict line
 	@$(GO) build -o $(BUILD_DIR)/shardloop ./cmd/shardloop
 	@$(BUILD_DIR)/shardloop demo
+
+emulators: deps ## Start kinesis-local and dynalite for your own experiments; prints their endpoints, Ctrl-C stops them
+	@$(GO) build -o $(BUILD_DIR)/shardloop ./cmd/shardloop
+	@$(BUILD_DIR)/shardloop emulators
 
 clean: ## Remove build output
 	rm -rf $(BUILD_DIR)

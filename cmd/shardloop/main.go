@@ -4,6 +4,7 @@
 //	shardloop status --stream S --table T
 //	shardloop reset  --stream S --shard X --to <horizon|latest|timestamp:<ms or RFC 3339>|sequence:<seq>> [--table T] [--force]
 //	shardloop demo
+//	shardloop emulators
 //	shardloop --version
 //
 // Every AWS client honours AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>, so
@@ -34,11 +35,12 @@ import (
 const usage = `usage: shardloop <command> [flags]
 
 commands:
-  run      run the coordinator and shard loops in this process
-  status   print a stream's shards and lease rows: owner, checkpoint, lag, what each waits for
-  reset    move where a shard's next reader opens (horizon, latest, a time or a record)
-  demo     the whole system on local emulators, with a split, a merge and a takeover
-  version  print this binary's version (also --version)
+  run        run the coordinator and shard loops in this process
+  status     print a stream's shards and lease rows: owner, checkpoint, lag, what each waits for
+  reset      move where a shard's next reader opens (horizon, latest, a time or a record)
+  demo       the whole system on local emulators, with a split, a merge and a takeover
+  emulators  start kinesis-local and dynalite, print their endpoints, stop them at Ctrl-C
+  version    print this binary's version (also --version)
 
 Run "shardloop <command> -h" for a command's flags.
 `
@@ -103,6 +105,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = resetCmd(ctx, rest, stdout)
 	case "demo":
 		err = demoCmd(ctx, rest, stdout)
+	case "emulators":
+		err = emulatorsCmd(ctx, rest, stdout, nil)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

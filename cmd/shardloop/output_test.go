@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -215,4 +216,65 @@ func (w *watchWriter) lines() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return strings.Split(strings.TrimSpace(w.buf.String()), "\n")
+}
+
+// shardloop emulators starts both emulators, prints the environment that
+// points clients at them, serves until stopped and then stops them.
+func TestEmulators_PrintsTheEndpointsServesThemAndStopsThemAtTheEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	var out lockedWriter
+	done := make(chan error, 1)
+	endpoints := make(chan [2]string, 1)
+	go func() {
+		done <- emulatorsCmd(runCtx, nil, &out, func(k, d string) { endpoints <- [2]string{k, d} })
+	}()
+	var eps [2]string
+	select {
+	case eps = <-endpoints:
+	case err := <-done:
+		t.Fatalf("emulators: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the emulators never came up")
+	}
+	for _, want := range []string{"export AWS_ENDPOINT_URL_KINESIS=" + eps[0] + "\n", "export AWS_ENDPOINT_URL_DYNAMODB=" + eps[1] + "\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// They serve: a stream and a table made through the printed endpoints.
+	t.Setenv("AWS_ENDPOINT_URL_KINESIS", eps[0])
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", eps[1])
+	noAWSFiles(t)
+	if code, _, stderr := runCLI(ctx, "status", "--stream", "nope", "--table", "t"); code != 1 || !strings.Contains(stderr, "no such stream at "+eps[0]) {
+		t.Errorf("status against the printed endpoint: exit %d, %q", code, stderr)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("emulators: %v", err)
+	}
+	for _, ep := range eps {
+		if c, err := net.DialTimeout("tcp", strings.TrimPrefix(ep, "http://"), time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still answers after the command ended", ep)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
