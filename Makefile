@@ -8,8 +8,9 @@ EMU_DIR   := tools/emulators
 EMU_STAMP := $(EMU_DIR)/node_modules/.installed
 FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 BUILD_DIR := build
+BENCHPLOTS := chaos/cmd/benchplots
 
-.PHONY: help deps build test test-go lint bench demo sim clean
+.PHONY: help deps build test test-go lint bench bench-plots demo emulators sim clean
 
 # make sim: how many simulated worlds, from which seed.
 SEEDS ?= 1000
@@ -38,9 +39,11 @@ build: ## Build the Lambda bootstraps (linux/$(GOARCH_FN)) into build/<function>
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(BENCHPLOTS) && $(GO) vet ./...
 
 test-go: deps ## go test -race ./... (starts the emulators itself)
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd $(BENCHPLOTS) && $(GO) test -count=1 ./...
 
 test: deps lint test-go ## Everything CI runs: lint, go test -race, 300 simulated worlds, infra tests and template checks
 	@$(MAKE) --no-print-directory sim SEEDS=300 FIRST=100001
@@ -57,6 +60,13 @@ sim: ## Run SEEDS simulated worlds from seed FIRST (internal/sim, virtual time);
 demo: deps ## The whole system on local emulators: a split, a merge, a killed loop; ends with the verdict line
 	@$(GO) build -o $(BUILD_DIR)/shardloop ./cmd/shardloop
 	@$(BUILD_DIR)/shardloop demo
+
+bench-plots: ## Draw docs/img's figures from make bench's samples in build/bench-data (gonum/plot)
+	cd $(BENCHPLOTS) && $(GO) run . -data $(CURDIR)/$(BUILD_DIR)/bench-data -out $(CURDIR)/docs/img
+
+emulators: deps ## Start kinesis-local and dynalite for your own experiments; prints their endpoints, Ctrl-C stops them
+	@$(GO) build -o $(BUILD_DIR)/shardloop ./cmd/shardloop
+	@$(BUILD_DIR)/shardloop emulators
 
 clean: ## Remove build output
 	rm -rf $(BUILD_DIR)

@@ -270,6 +270,15 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 	if !host.logged("coordinator", `"outcome":"taken"`, killed.Owner) {
 		t.Errorf("no coordinator log says its watch after the status event of %s took the shard over", killed.Owner)
 	}
+	// Each function's log lines carry their invocation's request id, as
+	// Lambda's own lines do: the coordinator's watch, and the reader's end
+	// of a run, which pkg/reader logs without the invocation's context.
+	if !host.logged("coordinator", `"outcome":"taken"`, `"requestId":"`) {
+		t.Errorf("the coordinator's line of its watch after the status event has no requestId")
+	}
+	if !host.logged("shardreader", `"message":"run done"`, `"requestId":"`) {
+		t.Errorf("no shardreader line of a run's end carries a requestId")
+	}
 	for _, e := range sfn.executions() {
 		t.Logf("execution %-40.40s shard %s owner %.12s parent %.12s: %s, %d iterations, last reason %q, err %v",
 			e.Name, e.Shard, e.Owner, e.Parent, e.Status, e.Iterations, e.LastReason, e.Err)

@@ -61,7 +61,7 @@ CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHAR
   $(if $(strip $(FILTER_CRITERIA)),-c 'filterCriteria=$(strip $(FILTER_CRITERIA))')
 CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)
 
-.PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda
+.PHONY: deps-infra test-infra synth diff deploy destroy sam-build sam-invoke sam-start-lambda sam-build-check
 
 deps-infra: $(INFRA_STAMP) ## Install the infra npm tools (aws-cdk CLI, asl-validator) with npm ci
 
@@ -92,6 +92,7 @@ test-infra: deps-infra ## Infra checks: gofmt, go vet, CDK assertion tests, the 
 	else \
 	  echo "NOTICE: $(CFN_LINT) not found: skipping the CloudFormation lint of the synthesized, example app and SAM templates (pip install cfn-lint)"; \
 	fi
+	@$(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) sam-build-check
 
 # The CDK app builds the functions from source when it is synthesized: no
 # make build first (docs/deploy.md).
@@ -110,27 +111,38 @@ deploy: deps-infra ## Deploy: make deploy STREAM=<name|arn> TARGET_ARN=<arn> [ST
 destroy: deps-infra ## Delete the stack (the lease table is retained by default)
 	$(CDK_RUN) destroy -o cdk.out $(CDK_CONTEXT)
 
-# SAM (on your own machine, with Docker; see docs/local-testing.md).
+# SAM (on your own machine, with Docker; see docs/local-testing.md). The
+# template's functions have BuildMethod go1.x: sam build builds them from
+# source with the go on PATH; sam-build adds what make build sets.
 SAM_ARCH      ?= arm64
-SAM_GOARCH     = $(if $(filter x86_64,$(SAM_ARCH)),amd64,arm64)
 SAM_BUILD_DIR := $(INFRA_ROOT)/build/sam
+SAM_BUILT     := $(SAM_BUILD_DIR)/template.yaml
 SAM_ENV       ?= $(INFRA_ROOT)/template/env/localstack.json
 SAM_EVENT     ?= $(INFRA_ROOT)/template/events/shardreader-first.json
 SAM_FUNCTION  ?= ShardReaderFunction
 SAM_PARAMS    ?= Architecture=$(SAM_ARCH)
 SAM_DOCKER_NETWORK ?= shardloop
+SAM_GO_ENV     = CGO_ENABLED=0 GOFLAGS="-trimpath -tags=lambda.norpc"
 
-sam-build: ## Build the bootstraps SAM runs into build/sam/<function> (SAM_ARCH=arm64|x86_64)
-	@for fn in coordinator shardreader; do \
-	  echo "build build/sam/$$fn/bootstrap (linux/$(SAM_GOARCH))"; mkdir -p $(SAM_BUILD_DIR)/$$fn && \
-	  (cd $(INFRA_ROOT) && CGO_ENABLED=0 GOOS=linux GOARCH=$(SAM_GOARCH) $(GO) build -tags lambda.norpc -trimpath \
-	    -ldflags='-s -w -buildid=' -o $(SAM_BUILD_DIR)/$$fn/bootstrap ./functions/$$fn) || exit 1; \
-	done
+sam-build: ## sam build: both functions from source into build/sam (SAM_ARCH=arm64|x86_64)
+	@command -v $(SAM) >/dev/null || { echo "the SAM CLI ($(SAM)) is not installed: see docs/local-testing.md"; exit 1; }
+	$(SAM_GO_ENV) $(SAM) build -t $(SAM_TEMPLATE) --build-dir $(SAM_BUILD_DIR) --parameter-overrides $(SAM_PARAMS)
 
 sam-invoke: sam-build ## sam local invoke one function against LocalStack (SAM_FUNCTION, SAM_EVENT, SAM_ENV)
-	$(SAM) local invoke $(SAM_FUNCTION) -t $(SAM_TEMPLATE) -e $(SAM_EVENT) --env-vars $(SAM_ENV) \
+	$(SAM) local invoke $(SAM_FUNCTION) -t $(SAM_BUILT) -e $(SAM_EVENT) --env-vars $(SAM_ENV) \
 	  --parameter-overrides $(SAM_PARAMS) --docker-network $(SAM_DOCKER_NETWORK)
 
 sam-start-lambda: sam-build ## sam local start-lambda on 127.0.0.1:3001 against LocalStack (SAM_ENV)
-	$(SAM) local start-lambda -t $(SAM_TEMPLATE) --env-vars $(SAM_ENV) \
+	$(SAM) local start-lambda -t $(SAM_BUILT) --env-vars $(SAM_ENV) \
 	  --parameter-overrides $(SAM_PARAMS) --docker-network $(SAM_DOCKER_NETWORK)
+
+# Where the SAM CLI is installed, test-infra runs sam build on the template
+# (the Go tests check its build metadata and build as it does where not).
+sam-build-check:
+	@if command -v $(SAM) >/dev/null 2>&1; then \
+	  out=$$(mktemp -d) && $(SAM_GO_ENV) $(SAM) build -t $(SAM_TEMPLATE) --build-dir $$out && \
+	  for fn in CoordinatorFunction ShardReaderFunction; do test -x $$out/$$fn/bootstrap || { echo "sam build made no $$fn/bootstrap"; exit 1; }; done && \
+	  echo "sam build: both functions built from source" && rm -rf $$out; \
+	else \
+	  echo "NOTICE: $(SAM) not found: sam build not run (the Go tests check the template's BuildMethod and build as sam build does)"; \
+	fi

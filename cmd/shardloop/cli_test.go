@@ -138,6 +138,11 @@ func TestRunFlags_StartTakesWhatResetTakesAndNoneByDefault(t *testing.T) {
 		{"timestamp:1700000000000", "timestamp:1700000000000"},
 		{"timestamp:2023-11-14T22:13:20Z", "timestamp:1700000000000"},
 		{"sequence:shardId-000000000001:4959", "sequence:shardId-000000000001:4959"},
+		// The trigger's words: the same starts.
+		{"TRIM_HORIZON", "horizon"},
+		{"LATEST", "latest"},
+		{"AT_TIMESTAMP:1700000000", "timestamp:1700000000000"},
+		{"AT_TIMESTAMP:2023-11-14T22:13:20Z", "timestamp:1700000000000"},
 	} {
 		args := []string{"--stream", "orders"}
 		if c.start != "" {

@@ -41,10 +41,10 @@ var defaultTimeline = demoTimeline{
 }
 
 func demoCmd(ctx context.Context, args []string, w io.Writer) error {
-	fs := newFlags("demo", "shardloop demo [--keys N] [--rate N] [-v]")
+	fs := newFlags("demo", "shardloop demo [--keys N] [--rate N] [-v] [--log-format text|json]")
 	keys := fs.Int("keys", 16, "partition keys the producer writes")
 	rate := fs.Int("rate", 40, "records produced per second")
-	verbose := fs.Bool("v", false, "show the runner's logs")
+	format, verbose := addLogFlags(fs, "errors only")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func demoCmd(ctx context.Context, args []string, w io.Writer) error {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(os.Stderr, format.value, level)
 	d := &demo{w: w, log: log, keys: *keys, rate: *rate, tl: defaultTimeline, begin: time.Now()}
 	return d.run(ctx)
 }

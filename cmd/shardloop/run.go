@@ -37,6 +37,7 @@ type runFlags struct {
 	targetTimeout                time.Duration
 	invokeIdentity               string
 	emf, verbose                 bool
+	logFormat                    string
 	policy                       *policyFlags
 }
 
@@ -57,10 +58,20 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.StringVar(&f.invokeIdentity, "invoke-identity-arn", "", "the records' invokeIdentityArn (an IAM role ARN); empty: the caller's identity from STS")
 	f.policy = addPolicyFlags(fs)
 	fs.BoolVar(&f.emf, "metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
-	fs.BoolVar(&f.verbose, "v", false, "debug logs")
+	logFormat, verbose := addLogFlags(fs, "info")
+	for name, want := range map[string]string{
+		"create-shards": lambdaenv.CreateShardsLimit.Want(), "batch-size": lambdaenv.BatchSizeLimit.Want(),
+		"parallelization-factor": lambdaenv.ParallelizationFactorLimit.Want(), "tumbling-window-seconds": lambdaenv.TumblingWindowLimit.Want(),
+		"poll-interval": lambdaenv.PollIntervalLimit.Want(), "run-length": lambdaenv.RunLengthLimit.Want(),
+		"target-timeout": "0 (unknown) or " + lambdaenv.TargetTimeoutLimit.Want(), "max-retry-attempts": lambdaenv.RetryAttemptsLimit.Want(),
+		"batching-window": lambdaenv.BatchingWindowLimit.Want(),
+	} {
+		fs.want(name, want)
+	}
 	if err := fs.parse(args); err != nil {
 		return nil, reader.Options{}, err
 	}
+	f.logFormat, f.verbose = logFormat.value, *verbose
 	ro, err := f.check()
 	return f, ro, fs.withUsage(err)
 }
@@ -126,7 +137,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(stderr, f.logFormat, level)
 
 	cfg, err := awsconf.Load(ctx)
 	if err != nil {

@@ -21,9 +21,13 @@ import (
 )
 
 func statusCmd(ctx context.Context, args []string, w io.Writer) error {
-	fs := newFlags("status", "shardloop status --stream S --table T")
+	fs := newFlags("status", "shardloop status --stream S --table T [-o table|json]")
 	stream := fs.String("stream", "", "stream name or ARN (required)")
 	table := fs.String("table", os.Getenv(envTable), "DynamoDB lease table (default $"+envTable+")")
+	output := newChoice("table", "table", "json")
+	fs.Var(output, "output", "`format`: table (for people) or json (one document, for scripts: docs/operations.md has its fields)")
+	fs.want("output", output.want())
+	fs.alias("o", "output")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -64,6 +68,9 @@ func statusCmd(ctx context.Context, args []string, w io.Writer) error {
 	now := time.Now()
 	views := statusViews(listing, rows, now)
 	probeAll(ctx, kc, *stream, views)
+	if output.value == "json" {
+		return writeStatusJSON(w, *stream, *table, views, runners, rows, now)
+	}
 	printStatus(w, views, now)
 	printRunners(w, runners, rows, now)
 	return nil
@@ -78,12 +85,7 @@ func printRunners(w io.Writer, hs []lease.Heartbeat, rows []lease.Lease, now tim
 	if len(hs) == 0 {
 		return
 	}
-	held := map[string]int{}
-	for _, r := range rows {
-		if r.Owner != "" {
-			held[lease.OwnerRunner(r.Owner)]++
-		}
-	}
+	held := heldByRunner(rows)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUNNER\tHOST\tPID\tLEASES\tLAST BEAT")
@@ -247,7 +249,8 @@ func printStatus(w io.Writer, views []shardView, now time.Time) {
 		if r.Start != "" && !r.StartApplied && !r.Finished() {
 			opens = r.Start
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, parents, owner, expiry, shortSeq(r.Checkpoint), lag(v, now), opens, state(v, now))
+		_, words := state(v, now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, parents, owner, expiry, shortSeq(r.Checkpoint), lag(v, now), opens, words)
 	}
 	tw.Flush()
 }
@@ -278,51 +281,41 @@ const staleLag = time.Minute
 // the oldest waiting record arrived), else as recorded with the last
 // checkpoint, with its age when that is old; "-" when unknown or finished.
 func lag(v shardView, now time.Time) string {
-	r := v.Row
-	if r.Finished() {
+	l, ok := lagOf(v, now)
+	switch {
+	case !ok:
 		return "-"
+	case l.source == "probe" && l.behind == 0:
+		return "0s"
 	}
-	if p := v.Probe; p != nil && p.Err == nil {
-		switch {
-		case p.CaughtUp:
-			return "0s"
-		case !p.Oldest.IsZero():
-			return age(max(now.Sub(p.Oldest), 0))
-		default:
-			return age(p.Behind)
-		}
-	}
-	if r.LagAt.IsZero() {
-		return "-"
-	}
-	s := age(time.Duration(r.MillisBehind) * time.Millisecond)
-	if a := now.Sub(r.LagAt); a > staleLag {
+	s := age(l.behind)
+	if a := now.Sub(l.recordedAt); l.source == "checkpoint" && a > staleLag {
 		s += " (" + a.Round(time.Second).String() + " ago)"
 	}
 	return s
 }
 
-// state says in words what the shard is doing and, for a child, what it
-// waits for.
-func state(v shardView, now time.Time) string {
+// state says what the shard is doing, as one of the state constants
+// (status --output json) and in words, and for a child what it waits for.
+func state(v shardView, now time.Time) (kind, words string) {
 	r := v.Row
 	switch {
 	case r.Finished():
-		return "finished: read to its end"
+		return stateFinished, "finished: read to its end"
 	case !v.Listed:
-		return "gone from the stream (trimmed by retention); its row stays while a child needs it"
+		return stateGone, "gone from the stream (trimmed by retention); its row stays while a child needs it"
 	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnParent:
-		return "waiting for parent " + v.Reason.Parent + " to be read to its end: " + parentDoing(v.Rows, v.Reason.Parent, now)
+		return stateWaiting, "waiting for parent " + v.Reason.Parent + " to be read to its end: " + parentDoing(v.Rows, v.Reason.Parent, now)
 	case r.Owner != "" && r.Revoked:
-		return "lease revoked by a new start position: its reader stops at its next renewal; the shard is taken again once the lease has lapsed"
+		return stateRevoked, "lease revoked by a new start position: its reader stops at its next renewal; the shard is taken again once the lease has lapsed"
 	case heldByItsClock(r, now):
-		return "reading: " + progress(v, now)
+		return stateReading, "reading: " + progress(v, now)
 	case r.Owner != "":
-		return "lease expired by its holder's clock: the coordinator takes the shard over once it has seen the lease stand still for a lease duration"
+		return stateExpired, "lease expired by its holder's clock: the coordinator takes the shard over once it has seen the lease stand still for a lease duration"
 	case !v.HasRow:
-		return "not started: the coordinator opens it at its next pass"
+		return stateNotOpened, "not started: the coordinator opens it at its next pass"
 	}
-	return "free: the coordinator takes it at its next pass"
+	return stateFree, "free: the coordinator takes it at its next pass"
 }
 
 // progress describes a held shard: caught up (idle) or behind, and when it

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"math/big"
 	"strings"
@@ -215,6 +216,45 @@ func TestStatus_UnknownStreamOrTableWaitingChildrenIdleAndStuckShards(t *testing
 	}
 	if children != 2 {
 		t.Errorf("%d children wait for %s, want 2:\n%s", children, parent, out)
+	}
+
+	// The same facts for a script: -o json.
+	var js strings.Builder
+	if err := statusCmd(ctx, []string{"--stream", stream, "--table", table, "-o", "json"}, &js); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Schema int `json:"schema"`
+		Shards []struct {
+			ShardID    string `json:"shard_id"`
+			State      string `json:"state"`
+			WaitingFor string `json:"waiting_for"`
+			CaughtUp   *bool  `json:"caught_up"`
+			LagMillis  *int64 `json:"lag_ms"`
+			Owner      string `json:"owner"`
+			Checkpoint string `json:"checkpoint"`
+		} `json:"shards"`
+	}
+	if err := json.Unmarshal([]byte(js.String()), &doc); err != nil || doc.Schema != StatusSchemaVersion {
+		t.Fatalf("status -o json: %v, schema %d\n%s", err, doc.Schema, js.String())
+	}
+	waiting := 0
+	for _, s := range doc.Shards {
+		switch {
+		case s.ShardID == idle:
+			if s.State != stateReading || s.CaughtUp == nil || !*s.CaughtUp || s.LagMillis == nil || *s.LagMillis != 0 || s.Checkpoint != seqs[idle][1] || s.Owner != "o-"+idle {
+				t.Errorf("idle shard in JSON: %+v", s)
+			}
+		case s.ShardID == parent:
+			if s.State != stateReading || s.CaughtUp == nil || *s.CaughtUp || s.Checkpoint != seqs[parent][0] {
+				t.Errorf("stuck shard in JSON: %+v", s)
+			}
+		case s.State == stateWaiting && s.WaitingFor == parent:
+			waiting++
+		}
+	}
+	if waiting != 2 {
+		t.Errorf("%d children wait for %s in JSON, want 2:\n%s", waiting, parent, js.String())
 	}
 }
 

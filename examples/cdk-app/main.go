@@ -18,7 +18,7 @@ func main() {
 	_, err := shardloop.NewConsumer(stack, "Orders", &shardloop.ConsumerProps{
 		StreamName:     "orders",        // or Stream: an awskinesis.IStream, or CreateShards: 4
 		TargetFunction: "handle-orders", // or Target: an awslambda.IFunction
-		// StartPosition: "horizon", // optional: a start applied once, over the checkpoints
+		// StartingPosition: awslambda.StartingPosition_TRIM_HORIZON, // optional: a start applied once, over the checkpoints
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 
@@ -20,9 +21,10 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	h, err := setup(log)
-	if err != nil {
+	logCfg, logErr := lambdaenv.LogFromEnv(os.Getenv)
+	log, invocations := handlers.NewLogger(os.Stdout, logCfg) // each line carries its invocation's requestId
+	h, err := setup(log, invocations)
+	if err = errors.Join(logErr, err); err != nil {
 		log.Error("coordinator cold start failed", "err", err)
 		os.Exit(1)
 	}
@@ -30,7 +32,7 @@ func main() {
 }
 
 // setup reads and validates the environment and builds the clients once.
-func setup(log *slog.Logger) (*handlers.Coordinator, error) {
+func setup(log *slog.Logger, invocations *handlers.Invocations) (*handlers.Coordinator, error) {
 	env, err := lambdaenv.CoordinatorFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -39,5 +41,5 @@ func setup(log *slog.Logger) (*handlers.Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return handlers.NewCoordinator(env, cfg, log, handlers.WithMetrics(os.Stdout))
+	return handlers.NewCoordinator(env, cfg, log, handlers.WithMetrics(os.Stdout), handlers.WithInvocations(invocations))
 }

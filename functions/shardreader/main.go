@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 
@@ -16,9 +17,10 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	h, err := setup(log)
-	if err != nil {
+	logCfg, logErr := lambdaenv.LogFromEnv(os.Getenv)
+	log, invocations := handlers.NewLogger(os.Stdout, logCfg) // each line carries its invocation's requestId
+	h, err := setup(log, invocations)
+	if err = errors.Join(logErr, err); err != nil {
 		log.Error("shardreader cold start failed", "err", err)
 		os.Exit(1)
 	}
@@ -26,7 +28,7 @@ func main() {
 }
 
 // setup reads and validates the environment and builds the clients once.
-func setup(log *slog.Logger) (*handlers.ShardReader, error) {
+func setup(log *slog.Logger, invocations *handlers.Invocations) (*handlers.ShardReader, error) {
 	env, err := lambdaenv.ReaderFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -35,5 +37,5 @@ func setup(log *slog.Logger) (*handlers.ShardReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return handlers.NewShardReader(env, cfg, log, handlers.WithMetrics(os.Stdout))
+	return handlers.NewShardReader(env, cfg, log, handlers.WithMetrics(os.Stdout), handlers.WithInvocations(invocations))
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -74,6 +75,9 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		props = &ConsumerProps{}
 	}
 	p := props.withDefaults()
+	if err := p.resolveAliases(); err != nil {
+		return nil, err
+	}
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
@@ -158,8 +162,8 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		readerEnv[k] = jsii.String(v)
 	}
 	readerEnv["SHARDLOOP_PARALLELIZATION_FACTOR"] = jsii.String(strconv.Itoa(p.ParallelizationFactor))
-	if p.TumblingWindowInSeconds > 0 {
-		readerEnv["SHARDLOOP_TUMBLING_WINDOW_SECONDS"] = jsii.String(strconv.Itoa(p.TumblingWindowInSeconds))
+	if p.TumblingWindow > 0 {
+		readerEnv["SHARDLOOP_TUMBLING_WINDOW_SECONDS"] = jsii.String(strconv.Itoa(int(p.TumblingWindow / time.Second)))
 	}
 	if len(p.Filters) > 0 {
 		readerEnv[lambdaenv.VarFilterCriteria] = jsii.String(filterCriteria(p.Filters))
@@ -177,8 +181,14 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		MemorySize:   jsii.Number(float64(p.ShardReaderMemoryMiB)),
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(lambdaenv.ShardReaderTimeout(p.RunLength).Seconds())),
 		LogGroup:     readerLogs,
-		Environment:  &readerEnv,
+		// JSON: Lambda's own lines too, and its application log level
+		// filters the function's lines by their "level" (internal/handlers).
+		LoggingFormat: awslambda.LoggingFormat_JSON,
+		Environment:   &readerEnv,
 	})
+	if p.OnFailure != nil {
+		c.onFailureDlq(&p)
+	}
 
 	// The state machine, from the one ASL file SAM loads too.
 	machineLogs := c.logGroup("ShardLoopLogs", jsii.String("/aws/vendedlogs/states/"+stateMachineName), &p)
@@ -219,6 +229,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		MemorySize:    jsii.Number(float64(p.CoordinatorMemoryMiB)),
 		Timeout:       awscdk.Duration_Seconds(jsii.Number(lambdaenv.CoordinatorTimeout(p.Window, p.RunLength).Seconds())),
 		LogGroup:      coordinatorLogs,
+		LoggingFormat: awslambda.LoggingFormat_JSON,
 		RetryAttempts: jsii.Number(0), // the next minute's run (or a nudge) does the work again
 		Environment:   coordinatorEnv(&p, streamArn, c.LeaseTable.TableName(), c.StateMachine.StateMachineArn(), targetArn),
 	})
@@ -262,7 +273,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	return c, nil
 }
 
-// coordinatorEnv is the coordinator's environment. Without a StartPosition
+// coordinatorEnv is the coordinator's environment. Without a StartingPosition
 // the variable is left out: no start is configured, and no checkpoint ever
 // moves.
 func coordinatorEnv(p *ConsumerProps, stream, table, stateMachine, target *string) *map[string]*string {
@@ -277,8 +288,8 @@ func coordinatorEnv(p *ConsumerProps, stream, table, stateMachine, target *strin
 		"SHARDLOOP_CREATE_SHARDS":     jsii.String("0"),                      // the stream is created here, by CloudFormation, if at all
 		"SHARDLOOP_WINDOW":            jsii.String(envDuration(p.Window)),    // 0s: no window
 	}
-	if p.StartPosition != "" {
-		env["SHARDLOOP_START_POSITION"] = jsii.String(p.StartPosition)
+	if start := p.start(); start != "" {
+		env["SHARDLOOP_START_POSITION"] = jsii.String(start)
 	}
 	return &env
 }
@@ -315,8 +326,8 @@ func (c *Consumer) streamNotFoundAlarm() {
 // variable set so that a deployed function shows its policy.
 func failurePolicyEnv(p *ConsumerProps) map[string]string {
 	retries, age := strconv.Itoa(NoLimit), strconv.Itoa(NoLimit)
-	if p.MaxRetryAttempts != nil {
-		retries = strconv.Itoa(*p.MaxRetryAttempts)
+	if p.RetryAttempts != nil {
+		retries = strconv.Itoa(*p.RetryAttempts)
 	}
 	if p.MaxRecordAge > 0 {
 		age = envDuration(p.MaxRecordAge)
@@ -324,8 +335,8 @@ func failurePolicyEnv(p *ConsumerProps) map[string]string {
 	return map[string]string{
 		"SHARDLOOP_MAX_RETRY_ATTEMPTS": retries,
 		"SHARDLOOP_MAX_RECORD_AGE":     age,
-		"SHARDLOOP_BISECT_ON_ERROR":    strconv.FormatBool(p.BisectOnError),
-		"SHARDLOOP_BATCHING_WINDOW":    envDuration(p.BatchingWindow),
+		"SHARDLOOP_BISECT_ON_ERROR":    strconv.FormatBool(p.BisectBatchOnError),
+		"SHARDLOOP_BATCHING_WINDOW":    envDuration(p.MaxBatchingWindow),
 		"SHARDLOOP_DEAGGREGATE":        strconv.FormatBool(p.Deaggregate),
 	}
 }
@@ -370,6 +381,19 @@ func (c *Consumer) onFailure(role awsiam.Role, p *ConsumerProps) *string {
 		return jsii.String(p.OnFailureDestination)
 	}
 	return nil
+}
+
+// onFailureDlq binds OnFailure (an SqsDlq, SnsDlq or
+// S3OnFailureDestination of awslambdaeventsources) to the shardreader as
+// KinesisEventSource binds it to a mapping's function: it grants the
+// shardreader what it grants that function and names the destination,
+// which the shardreader's environment then carries. shardloop has no event
+// source mapping: the one Bind is given is a reference that creates
+// nothing.
+func (c *Consumer) onFailureDlq(p *ConsumerProps) {
+	mapping := awslambda.EventSourceMapping_FromEventSourceMappingId(c.Construct, jsii.String("OnFailureBinding"), jsii.String("shardloop-has-no-mapping"))
+	cfg := p.OnFailure.Bind(mapping, c.ShardReader)
+	c.ShardReader.AddEnvironment(jsii.String("SHARDLOOP_ON_FAILURE_DESTINATION"), cfg.Destination, nil)
 }
 
 // stream returns the stream to read and the value of its metrics' Stream

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
@@ -100,8 +102,8 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 		if got, want := canon(t, env), canon(t, tc.env); got != want {
 			t.Errorf("%s environment\n got %s\nwant %s", tc.name, got, want)
 		}
-		if p["LoggingConfig"] == nil {
-			t.Errorf("%s: no LoggingConfig: its log group (and retention) is not ours", tc.name)
+		if lc := canon(t, p["LoggingConfig"]); !strings.Contains(lc, `"LogFormat":"JSON"`) || !strings.Contains(lc, `"LogGroup":`) {
+			t.Errorf("%s: LoggingConfig %s, want JSON into our log group (and retention)", tc.name, lc)
 		}
 	}
 	_ = coordinatorID
@@ -455,15 +457,31 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"TargetFunction", func(p *ConsumerProps, _ awscdk.Stack) {
 			p.TargetFunction = "arn:aws:lambda:eu-west-1:123456789012:handle"
 		}},
+		{"StartingPosition", func(p *ConsumerProps, _ awscdk.Stack) { p.StartingPosition = "trim_horizon" }},
+		{"StartingPositionTimestamp", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.StartingPosition = awslambda.StartingPosition_AT_TIMESTAMP
+		}},
+		{"StartingPositionTimestamp", func(p *ConsumerProps, _ awscdk.Stack) { // milliseconds for seconds
+			p.StartingPosition, p.StartingPositionTimestamp = awslambda.StartingPosition_AT_TIMESTAMP, 1767225600000
+		}},
+		{"StartingPositionTimestamp", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.StartingPosition, p.StartingPositionTimestamp = awslambda.StartingPosition_LATEST, 1767225600
+		}},
 		{"StartPosition", func(p *ConsumerProps, _ awscdk.Stack) { p.StartPosition = "trim_horizon" }},
 		{"StartPosition", func(p *ConsumerProps, _ awscdk.Stack) { p.StartPosition = "timestamp:yesterday" }},
+		{"StartingPosition", func(p *ConsumerProps, _ awscdk.Stack) { // the new prop and its deprecated alias
+			p.StartPosition, p.StartingPosition = "horizon", awslambda.StartingPosition_TRIM_HORIZON
+		}},
 		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = 10001 }},
 		{"BatchSize", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchSize = -5 }},
 		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = MaxParallelizationFactor + 1 }},
 		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.ParallelizationFactor = -1 }},
-		{"TumblingWindowInSeconds", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = 901 }},
-		{"TumblingWindowInSeconds", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = -1 }},
-		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = 60; p.ParallelizationFactor = 2 }},
+		{"TumblingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindow = 901 * time.Second }},
+		{"TumblingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindow = 1500 * time.Millisecond }},
+		{"TumblingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = 901 }},
+		{"TumblingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds = -1 }},
+		{"TumblingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindowInSeconds, p.TumblingWindow = 60, time.Minute }},
+		{"ParallelizationFactor", func(p *ConsumerProps, _ awscdk.Stack) { p.TumblingWindow = time.Minute; p.ParallelizationFactor = 2 }},
 		{"PollInterval", func(p *ConsumerProps, _ awscdk.Stack) { p.PollInterval = 50 * time.Millisecond }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 15 * time.Minute }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 1500 * time.Millisecond }},
@@ -475,12 +493,19 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"LeaseTableName", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "x" }},
 		{"LeaseTable", func(p *ConsumerProps, _ awscdk.Stack) { p.LeaseTableName = "leases"; p.DisableLeaseTablePITR = true }},
 		{"DefinitionFile", func(p *ConsumerProps, _ awscdk.Stack) { p.DefinitionFile = "/nonexistent/statemachine.asl.json" }},
-		{"MaxRetryAttempts", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRetryAttempts = RetryAttempts(10001) }},
-		{"MaxRetryAttempts", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRetryAttempts = RetryAttempts(-2) }},
+		{"RetryAttempts", func(p *ConsumerProps, _ awscdk.Stack) { p.RetryAttempts = RetryAttempts(10001) }},
+		{"RetryAttempts", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRetryAttempts = RetryAttempts(-2) }},
+		{"RetryAttempts", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.MaxRetryAttempts, p.RetryAttempts = RetryAttempts(2), RetryAttempts(2)
+		}},
 		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 30 * time.Second }},
 		{"MaxRecordAge", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxRecordAge = 8 * 24 * time.Hour }},
-		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 301 * time.Second }},
-		{"BatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength, p.BatchingWindow = time.Minute, time.Minute }}, // = RunLength
+		{"MaxBatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxBatchingWindow = 301 * time.Second }},
+		{"MaxBatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength, p.MaxBatchingWindow = time.Minute, time.Minute }}, // = RunLength
+		{"MaxBatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) { p.BatchingWindow = 301 * time.Second }},
+		{"MaxBatchingWindow", func(p *ConsumerProps, _ awscdk.Stack) {
+			p.BatchingWindow, p.MaxBatchingWindow = time.Second, time.Second
+		}},
 		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) { p.OnFailureDestination = "arn:aws:s3:::Not_A_Bucket" }},
 		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
 			p.OnFailureDestination = "arn:aws:s3:eu-west-1:123456789012:bucket"
@@ -488,9 +513,13 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"OnFailureDestination", func(p *ConsumerProps, _ awscdk.Stack) {
 			p.OnFailureDestination = "arn:aws:sqs:eu-west-1:123456789012:failed.fifo"
 		}},
-		{"OnFailureDestination", func(p *ConsumerProps, s awscdk.Stack) {
+		{"OnFailure", func(p *ConsumerProps, s awscdk.Stack) {
 			p.OnFailureDestination = "arn:aws:sqs:eu-west-1:123456789012:failed"
 			p.OnFailureTopic = awssns.Topic_FromTopicArn(s, jsii.String("T"), jsii.String("arn:aws:sns:eu-west-1:123456789012:failed"))
+		}},
+		{"OnFailure", func(p *ConsumerProps, s awscdk.Stack) {
+			p.OnFailureDestination = "arn:aws:sqs:eu-west-1:123456789012:failed"
+			p.OnFailure = awslambdaeventsources.NewSnsDlq(awssns.Topic_FromTopicArn(s, jsii.String("T"), jsii.String("arn:aws:sns:eu-west-1:123456789012:failed")))
 		}},
 	} {
 		t.Run(tc.prop, func(t *testing.T) {
@@ -610,8 +639,8 @@ func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
 			stack := newTestStack(app, "S")
 			p := baseProps(t)
-			p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError = RetryAttempts(2), time.Hour, true
-			p.BatchingWindow, p.Deaggregate = 5*time.Second, true
+			p.RetryAttempts, p.MaxRecordAge, p.BisectBatchOnError = RetryAttempts(2), time.Hour, true
+			p.MaxBatchingWindow, p.Deaggregate = 5*time.Second, true
 			tc.set(&p, stack)
 			if _, err := NewConsumer(stack, "C", &p); err != nil {
 				t.Fatal(err)
@@ -702,15 +731,15 @@ func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.MaxRetryAttempts == nil || *p.MaxRetryAttempts != 3 || p.MaxRecordAge != 2*time.Hour || !p.BisectOnError ||
-		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.BatchingWindow != 10*time.Second || !p.Deaggregate ||
+	if p.RetryAttempts == nil || *p.RetryAttempts != 3 || p.MaxRecordAge != 2*time.Hour || !p.BisectBatchOnError ||
+		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.MaxBatchingWindow != 10*time.Second || !p.Deaggregate ||
 		!p.PerShardLagMetric || p.Window != 0 {
 		t.Fatalf("props = %+v", p)
 	}
 	defaults := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
 		CtxMaxRetryAttempts: "-1", CtxMaxRecordAge: "-1", CtxBisectOnError: "false", CtxOnFailure: "", CtxBatchingWindow: "0s",
 	}})
-	if p, err = PropsFromContext(defaults.Node()); err != nil || p.MaxRecordAge != 0 || p.OnFailureDestination != "" || p.BatchingWindow != 0 {
+	if p, err = PropsFromContext(defaults.Node()); err != nil || p.MaxRecordAge != 0 || p.OnFailureDestination != "" || p.MaxBatchingWindow != 0 {
 		t.Fatalf("cdk.json defaults: %+v, %v", p, err)
 	}
 	bad := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxBisectOnError: "yes please"}})
@@ -772,7 +801,7 @@ func TestNewConsumer_TumblingWindowInSecondsReachesTheShardReader(t *testing.T) 
 		t.Errorf("shardreader environment %s lacks SHARDLOOP_TUMBLING_WINDOW_SECONDS 120", env)
 	}
 	ctx := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{CtxTumblingWindow: "60"}})
-	if cp, err := PropsFromContext(ctx.Node()); err != nil || cp.TumblingWindowInSeconds != 60 {
-		t.Errorf("context %s=60: %+v, %v", CtxTumblingWindow, cp.TumblingWindowInSeconds, err)
+	if cp, err := PropsFromContext(ctx.Node()); err != nil || cp.TumblingWindow != time.Minute {
+		t.Errorf("context %s=60: %+v, %v", CtxTumblingWindow, cp.TumblingWindow, err)
 	}
 }

@@ -27,7 +27,7 @@
 //	c, err := shardloop.NewConsumer(stack, "Orders", &shardloop.ConsumerProps{
 //		StreamName:     "orders",
 //		TargetFunction: "arn:aws:lambda:eu-west-1:123456789012:function:handle-orders",
-//		StartPosition:  "horizon",
+//		StartingPosition: awslambda.StartingPosition_TRIM_HORIZON,
 //	})
 //
 // Props are checked before anything is created; a bad prop, or a second

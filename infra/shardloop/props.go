@@ -3,6 +3,7 @@ package shardloop
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,6 +43,10 @@ const (
 	ShardReaderAssetRel     = "build/shardreader"
 	ShardReaderSubstitution = "ShardReaderArn"
 )
+
+// maxStartingPositionTimestamp: a StartingPositionTimestamp from here on
+// (the year 5138) is milliseconds given for seconds.
+const maxStartingPositionTimestamp = 1e11
 
 // NoLimit (-1) is the functions' value of MaxRetryAttempts and MaxRecordAge
 // when unset: a failing batch is retried until its records expire from the
@@ -99,12 +104,26 @@ type ConsumerProps struct {
 	Target         awslambda.IFunction
 	TargetFunction string
 
-	// StartPosition, when set, is a start generation: "latest", "horizon"
-	// or "timestamp:<unix ms>", applied once, over the checkpoints, to the
-	// shards the stream lists when a deployment with it first runs. Unset
-	// (the default): no checkpoint ever moves; a shard without one opens at
-	// the tip. Removing the prop never rereads or skips anything; changing
-	// it applies the new start once (docs/design.md, "Start positions").
+	// StartingPosition, when set, is a start generation, as
+	// KinesisEventSource names it: TRIM_HORIZON, LATEST or AT_TIMESTAMP
+	// (with StartingPositionTimestamp), applied once, over the
+	// checkpoints, to the shards the stream lists when a deployment with
+	// it first runs. Unlike the trigger's it is optional: unset (the
+	// default), no checkpoint ever moves and a shard without one opens at
+	// the tip. Removing it never rereads or skips anything; changing it
+	// applies the new start once (docs/design.md, "Start positions").
+	StartingPosition awslambda.StartingPosition
+	// StartingPositionTimestamp is the time of AT_TIMESTAMP in seconds
+	// since the epoch (fractions to the millisecond), as KinesisEventSource
+	// takes it; only with AT_TIMESTAMP.
+	StartingPositionTimestamp float64
+	// StartPosition is the start in shardloop's spelling: "horizon",
+	// "latest" or "timestamp:<unix ms>" (or the trigger's, TRIM_HORIZON,
+	// LATEST, AT_TIMESTAMP:<unix seconds>). It is the same start as the
+	// StartingPosition it spells, so moving to StartingPosition starts no
+	// new generation.
+	//
+	// Deprecated: use StartingPosition (and StartingPositionTimestamp).
 	StartPosition string
 	// BatchSize is the most records per GetRecords call and per target
 	// invocation: 1 to 10,000, default 100.
@@ -116,11 +135,16 @@ type ConsumerProps struct {
 	// up to ParallelizationFactor + 1 concurrent Lambda executions (its
 	// shardreader and a target invocation per lane): docs/deploy.md.
 	ParallelizationFactor int
-	// TumblingWindowInSeconds, as Lambda's: 0 (default) for none, else 1 to
-	// 900. The target then receives events.KinesisTimeWindowEvent and must
-	// answer with a state (events.KinesisTimeWindowEventResponse); the
-	// state lives in the lease table (docs/state.md). It needs a
-	// ParallelizationFactor of 1, as Lambda's trigger does.
+	// TumblingWindow, as KinesisEventSource's: 0 (default) for none, else
+	// 1 s to 900 s in whole seconds. The target then receives
+	// events.KinesisTimeWindowEvent and must answer with a state
+	// (events.KinesisTimeWindowEventResponse); the state lives in the lease
+	// table (docs/state.md). It needs a ParallelizationFactor of 1, as
+	// Lambda's trigger does.
+	TumblingWindow time.Duration
+	// TumblingWindowInSeconds is TumblingWindow in seconds.
+	//
+	// Deprecated: use TumblingWindow.
 	TumblingWindowInSeconds int
 	// Filters is event filtering, as the Patterns of a mapping's
 	// FilterCriteria (docs/filtering.md): at most 5, a record passing when
@@ -187,32 +211,50 @@ type ConsumerProps struct {
 	// give nothing up: the shard waits until the batch settles or its
 	// records expire from the stream.
 
-	// MaxRetryAttempts gives a failing batch up after this many retries,
-	// 0 to 10,000; nil (default) or -1 retries until the records expire.
-	// RetryAttempts(n) builds the pointer.
+	// RetryAttempts gives a failing batch up after this many retries, 0 to
+	// 10,000, as KinesisEventSource's; nil (default) or -1 retries until
+	// the records expire. shardloop.RetryAttempts(n) builds the pointer.
+	RetryAttempts *int
+	// MaxRetryAttempts is RetryAttempts.
+	//
+	// Deprecated: use RetryAttempts.
 	MaxRetryAttempts *int
 	// MaxRecordAge gives up records older than this instead of delivering
 	// them: 60 s to 168 h; 0 (default) is no limit.
 	MaxRecordAge time.Duration
-	// BisectOnError splits a failing batch in halves, down to single
-	// records, so that only the bad records are given up. Default false.
+	// BisectBatchOnError splits a failing batch in halves, down to single
+	// records, so that only the bad records are given up, as
+	// KinesisEventSource's. Default false.
+	BisectBatchOnError bool
+	// BisectOnError is BisectBatchOnError.
+	//
+	// Deprecated: use BisectBatchOnError.
 	BisectOnError bool
 	// The on-failure destination that receives a record of each batch given
 	// up (stream, shard, sequence numbers, arrival times, the error): at most
-	// one of OnFailureDestination (a standard SQS queue, SNS topic or S3
-	// bucket ARN), OnFailureQueue, OnFailureTopic or OnFailureBucket. An S3
-	// bucket gets one object per batch holding the record and the batch's
-	// whole invocation event, as Lambda's trigger writes it. The shardreader
-	// may send to it and nothing else (s3:PutObject on the bucket's objects
-	// for a bucket). Without one, a given-up batch is logged at error level
-	// and counted in GivenUpBatches, and its records are gone.
+	// one of OnFailure (as KinesisEventSource takes it:
+	// awslambdaeventsources.NewSqsDlq(queue), NewSnsDlq(topic) or
+	// NewS3OnFailureDestination(bucket), which grant the shardreader what
+	// they grant Lambda's trigger: for a bucket, read and write),
+	// OnFailureDestination (a standard SQS queue, SNS topic or S3 bucket
+	// ARN), OnFailureQueue, OnFailureTopic or OnFailureBucket (which grant
+	// sending only: GetQueueUrl and SendMessage, Publish, or PutObject on
+	// the bucket's objects). An S3 bucket gets one object per batch holding
+	// the record and the batch's whole invocation event, as Lambda's
+	// trigger writes it. Without one, a given-up batch is logged at error
+	// level and counted in GivenUpBatches, and its records are gone.
+	OnFailure            awslambda.IEventSourceDlq
 	OnFailureDestination string
 	OnFailureQueue       awssqs.IQueue
 	OnFailureTopic       awssns.ITopic
 	OnFailureBucket      awss3.IBucket
-	// BatchingWindow: wait up to this long to gather BatchSize records (or
-	// 6 MB) before invoking the target: 0 (default) to 300 s, shorter than
-	// RunLength.
+	// MaxBatchingWindow: wait up to this long to gather BatchSize records
+	// (or 6 MB) before invoking the target, as KinesisEventSource's: 0
+	// (default) to 300 s, shorter than RunLength.
+	MaxBatchingWindow time.Duration
+	// BatchingWindow is MaxBatchingWindow.
+	//
+	// Deprecated: use MaxBatchingWindow.
 	BatchingWindow time.Duration
 	// Deaggregate decodes records aggregated by the Kinesis Producer Library
 	// into their user records. Default false: aggregated records are
@@ -261,14 +303,97 @@ func (e *ConfigError) Error() string {
 var ErrDuplicateStream = errors.New("stream already has a consumer in this app")
 
 var (
-	timestampPosition = regexp.MustCompile(`^timestamp:[0-9]{1,16}$`)
-	streamArn         = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:kinesis:([a-z0-9-]+):([0-9]{12}):stream/([a-zA-Z0-9_.-]{1,128})$`)
-	streamName        = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
-	functionArn       = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
-	tableName         = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
-	destinationArn    = regexp.MustCompile(`^(arn:aws[a-zA-Z-]*:(sqs|sns):[a-z0-9-]+:[0-9]{12}:[a-zA-Z0-9_-]{1,256}(\.fifo)?|arn:aws[a-zA-Z-]*:s3:::[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])$`)
-	functionName      = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
+	streamArn      = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:kinesis:([a-z0-9-]+):([0-9]{12}):stream/([a-zA-Z0-9_.-]{1,128})$`)
+	streamName     = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+	functionArn    = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
+	tableName      = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+	destinationArn = regexp.MustCompile(`^(arn:aws[a-zA-Z-]*:(sqs|sns):[a-z0-9-]+:[0-9]{12}:[a-zA-Z0-9_-]{1,256}(\.fifo)?|arn:aws[a-zA-Z-]*:s3:::[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])$`)
+	functionName   = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}(:[a-zA-Z0-9$_-]{1,128})?$`)
 )
+
+// resolveAliases moves each deprecated prop to the prop of
+// KinesisEventSource's name it stands for. Both set is an error naming the
+// new one.
+func (p *ConsumerProps) resolveAliases() error {
+	var errs []error
+	both := func(newProp, oldProp string) {
+		errs = append(errs, &ConfigError{Prop: newProp, Reason: fmt.Sprintf("set %s or its deprecated alias %s, not both", newProp, oldProp)})
+	}
+	if p.StartPosition != "" {
+		if p.StartingPosition != "" || p.StartingPositionTimestamp != 0 {
+			both("StartingPosition", "StartPosition")
+		} else if sp, ts, err := startingPositionOf(p.StartPosition); err != nil {
+			errs = append(errs, &ConfigError{Prop: "StartPosition", Reason: fmt.Sprintf("%q is not latest, horizon or timestamp:<unix ms> (StartPosition is deprecated: use StartingPosition)", p.StartPosition)})
+		} else {
+			p.StartingPosition, p.StartingPositionTimestamp = sp, ts
+		}
+		p.StartPosition = ""
+	}
+	if p.TumblingWindowInSeconds != 0 {
+		if p.TumblingWindow != 0 {
+			both("TumblingWindow", "TumblingWindowInSeconds")
+		} else {
+			p.TumblingWindow = time.Duration(p.TumblingWindowInSeconds) * time.Second
+		}
+		p.TumblingWindowInSeconds = 0
+	}
+	if p.MaxRetryAttempts != nil {
+		if p.RetryAttempts != nil {
+			both("RetryAttempts", "MaxRetryAttempts")
+		} else {
+			p.RetryAttempts = p.MaxRetryAttempts
+		}
+		p.MaxRetryAttempts = nil
+	}
+	p.BisectBatchOnError, p.BisectOnError = p.BisectBatchOnError || p.BisectOnError, false
+	if p.BatchingWindow != 0 {
+		if p.MaxBatchingWindow != 0 {
+			both("MaxBatchingWindow", "BatchingWindow")
+		} else {
+			p.MaxBatchingWindow = p.BatchingWindow
+		}
+		p.BatchingWindow = 0
+	}
+	return errors.Join(errs...)
+}
+
+// startingPositionOf reads a start in any spelling lambdaenv.ParseStart
+// takes, except a sequence (a record of one shard: no subscription start),
+// as KinesisEventSource's StartingPosition and StartingPositionTimestamp.
+func startingPositionOf(s string) (awslambda.StartingPosition, float64, error) {
+	start, err := lambdaenv.ParseStart(s)
+	if err != nil {
+		return "", 0, err
+	}
+	switch {
+	case start == "horizon":
+		return awslambda.StartingPosition_TRIM_HORIZON, 0, nil
+	case start == "latest":
+		return awslambda.StartingPosition_LATEST, 0, nil
+	case strings.HasPrefix(start, "timestamp:"):
+		ms, err := strconv.ParseInt(strings.TrimPrefix(start, "timestamp:"), 10, 64)
+		if err != nil {
+			return "", 0, err
+		}
+		return awslambda.StartingPosition_AT_TIMESTAMP, float64(ms) / 1000, nil
+	}
+	return "", 0, fmt.Errorf("%q is not a start of the whole stream", s)
+}
+
+// start is the coordinator's SHARDLOOP_START_POSITION for the props'
+// StartingPosition, in the form the lease rows record ("" for none): the
+// same text whichever prop spelled it, since it names the generation.
+func (p *ConsumerProps) start() string {
+	switch p.StartingPosition {
+	case awslambda.StartingPosition_TRIM_HORIZON:
+		return "horizon"
+	case awslambda.StartingPosition_LATEST:
+		return "latest"
+	case awslambda.StartingPosition_AT_TIMESTAMP:
+		return "timestamp:" + strconv.FormatInt(int64(math.Round(p.StartingPositionTimestamp*1000)), 10)
+	}
+	return ""
+}
 
 // withDefaults returns a copy of p with every unset optional field at its
 // default.
@@ -355,11 +480,17 @@ func (p *ConsumerProps) validate() error {
 		}
 	}
 
-	switch {
-	case p.StartPosition == "", p.StartPosition == "latest", p.StartPosition == "horizon":
-	case timestampPosition.MatchString(p.StartPosition):
+	switch ts := p.StartingPositionTimestamp; p.StartingPosition {
+	case "", awslambda.StartingPosition_TRIM_HORIZON, awslambda.StartingPosition_LATEST:
+		if ts != 0 {
+			bad("StartingPositionTimestamp", "%v is set, but StartingPosition is %q: a timestamp goes with AT_TIMESTAMP only", ts, p.StartingPosition)
+		}
+	case awslambda.StartingPosition_AT_TIMESTAMP:
+		if ts <= 0 || ts >= maxStartingPositionTimestamp || math.IsNaN(ts) {
+			bad("StartingPositionTimestamp", "%v: AT_TIMESTAMP needs a time in seconds since the epoch, after 1970 and before the year 5000 (milliseconds given by mistake?)", ts)
+		}
 	default:
-		bad("StartPosition", "%q is not latest, horizon or timestamp:<unix ms>", p.StartPosition)
+		bad("StartingPosition", "%q is not TRIM_HORIZON, LATEST or AT_TIMESTAMP (awslambda.StartingPosition_*), or unset for none", p.StartingPosition)
 	}
 	if p.BatchSize < 1 || p.BatchSize > MaxBatchSize {
 		bad("BatchSize", "%d is outside 1..%d", p.BatchSize, MaxBatchSize)
@@ -367,12 +498,12 @@ func (p *ConsumerProps) validate() error {
 	if f := p.ParallelizationFactor; f < 1 || f > MaxParallelizationFactor {
 		bad("ParallelizationFactor", "%d is outside 1..%d (0: the default, %d)", f, MaxParallelizationFactor, DefaultParallelizationFactor)
 	}
-	if err := lambdaenv.CheckTumblingWindow(p.TumblingWindowInSeconds, p.ParallelizationFactor); err != nil {
-		if lambdaenv.TumblingWindowLimit.Check(p.TumblingWindowInSeconds) != nil {
-			bad("TumblingWindowInSeconds", "%d is outside 0..%d (0: none)", p.TumblingWindowInSeconds, MaxTumblingWindowInSeconds)
-		} else {
-			bad("ParallelizationFactor", "%d with TumblingWindowInSeconds %d: want %s", p.ParallelizationFactor, p.TumblingWindowInSeconds, lambdaenv.TumblingWindowWant)
-		}
+	secs := int(p.TumblingWindow / time.Second)
+	switch err := lambdaenv.CheckTumblingWindow(secs, p.ParallelizationFactor); {
+	case p.TumblingWindow%time.Second != 0 || lambdaenv.TumblingWindowLimit.Check(secs) != nil:
+		bad("TumblingWindow", "%v is outside 0s..%ds in whole seconds (0: none)", p.TumblingWindow, MaxTumblingWindowInSeconds)
+	case err != nil:
+		bad("ParallelizationFactor", "%d with TumblingWindow %v: want %s", p.ParallelizationFactor, p.TumblingWindow, lambdaenv.TumblingWindowWant)
 	}
 	if reason := p.checkFilters(); reason != "" {
 		bad("Filters", "%s", reason)
@@ -406,22 +537,22 @@ func (p *ConsumerProps) validate() error {
 	if p.LagAlarmThreshold < time.Second {
 		bad("LagAlarmThreshold", "%v is below 1s", p.LagAlarmThreshold)
 	}
-	if n := p.MaxRetryAttempts; n != nil && (*n < -1 || *n > MaxRetryAttempts) {
-		bad("MaxRetryAttempts", "%d is outside 0..%d (nil or -1: retry until the records expire)", *n, MaxRetryAttempts)
+	if n := p.RetryAttempts; n != nil && (*n < -1 || *n > MaxRetryAttempts) {
+		bad("RetryAttempts", "%d is outside 0..%d (nil or -1: retry until the records expire)", *n, MaxRetryAttempts)
 	}
 	if a := p.MaxRecordAge; a != 0 && (a < MinRecordAge || a > MaxRecordAge) {
 		bad("MaxRecordAge", "%v is outside %v..%v (0: no limit)", a, MinRecordAge, MaxRecordAge)
 	} else if a%time.Second != 0 {
 		bad("MaxRecordAge", "%v is not a whole number of seconds", a)
 	}
-	if w := p.BatchingWindow; w < 0 || w > MaxBatchingWindow {
-		bad("BatchingWindow", "%v is outside 0s..%v", w, MaxBatchingWindow)
+	if w := p.MaxBatchingWindow; w < 0 || w > MaxBatchingWindow {
+		bad("MaxBatchingWindow", "%v is outside 0s..%v", w, MaxBatchingWindow)
 	} else if w != 0 && w >= p.RunLength {
-		bad("BatchingWindow", "%v is not shorter than RunLength %v: a batch is gathered within one shardreader run", w, p.RunLength)
+		bad("MaxBatchingWindow", "%v is not shorter than RunLength %v: a batch is gathered within one shardreader run", w, p.RunLength)
 	}
-	switch n := btoi(p.OnFailureDestination != "") + btoi(p.OnFailureQueue != nil) + btoi(p.OnFailureTopic != nil) + btoi(p.OnFailureBucket != nil); {
+	switch n := btoi(p.OnFailure != nil) + btoi(p.OnFailureDestination != "") + btoi(p.OnFailureQueue != nil) + btoi(p.OnFailureTopic != nil) + btoi(p.OnFailureBucket != nil); {
 	case n > 1:
-		bad("OnFailureDestination", "give one of OnFailureDestination, OnFailureQueue, OnFailureTopic or OnFailureBucket")
+		bad("OnFailure", "give one of OnFailure, OnFailureDestination, OnFailureQueue, OnFailureTopic or OnFailureBucket")
 	case p.OnFailureDestination != "" && isToken(p.OnFailureDestination):
 		bad("OnFailureDestination", "an ARN known only at deploy time: give OnFailureQueue, OnFailureTopic or OnFailureBucket instead, so the grant can be made")
 	case p.OnFailureDestination != "" && !destinationArn.MatchString(p.OnFailureDestination):
@@ -480,7 +611,7 @@ func checkBootstrap(dir string) error {
 
 func isToken(s string) bool { return *awscdk.Token_IsUnresolved(s) }
 
-// RetryAttempts returns n as a ConsumerProps.MaxRetryAttempts.
+// RetryAttempts returns n as a ConsumerProps.RetryAttempts.
 func RetryAttempts(n int) *int { return &n }
 
 func btoi(b bool) int {

@@ -2,7 +2,10 @@ package shardloop
 
 import (
 	"bufio"
+	"debug/buildinfo"
+	"debug/elf"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -200,5 +203,118 @@ func TestSAMTemplate_FilterCriteriaReachesTheShardReader(t *testing.T) {
 		if !strings.Contains(sam, want) {
 			t.Errorf("template/template.yaml lacks %q", want)
 		}
+	}
+}
+
+// samResource returns the lines of a resource of the SAM template.
+func samResource(t *testing.T, sam, name string) []string {
+	t.Helper()
+	var out []string
+	in := false
+	for line := range strings.Lines(sam) {
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "  "+name+":":
+			in = true
+		case in && len(line) > 2 && !strings.HasPrefix(line, "   ") && !strings.HasPrefix(line, "    #"):
+			return out
+		case in:
+			out = append(out, line)
+		}
+	}
+	if !in {
+		t.Fatalf("template/template.yaml has no resource %s", name)
+	}
+	return out
+}
+
+// samField returns the value of the first "key: value" line of lines at
+// the given indentation.
+func samField(lines []string, indent int, key string) string {
+	prefix := strings.Repeat(" ", indent) + key + ": "
+	for _, l := range lines {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+// sam build builds each function from source: SAM's go1.x build method on
+// the main package CodeUri names, for the provided.al2023 runtime with the
+// bootstrap handler. The SAM CLI needs Docker and is not here, so this does
+// what its go1.x builder does (go build -o <artifacts>/bootstrap <CodeUri>,
+// run in CodeUri, GOOS=linux and GOARCH of the architecture), with the
+// environment make sam-build gives it, and checks the executable; make
+// test-infra runs sam build itself where the SAM CLI is installed.
+func TestSAMTemplate_SamBuildBuildsEachFunctionFromItsMainPackage(t *testing.T) {
+	sam := samTemplate(t)
+	globals := samResource(t, sam, "Function")
+	if samField(globals, 4, "Runtime") != "provided.al2023" || samField(globals, 4, "Handler") != "bootstrap" {
+		t.Fatalf("Globals.Function: runtime %q handler %q, want provided.al2023 and bootstrap", samField(globals, 4, "Runtime"), samField(globals, 4, "Handler"))
+	}
+	for name, pkg := range map[string]string{
+		"CoordinatorFunction": "github.com/shardloop/shardloop/functions/coordinator",
+		"ShardReaderFunction": "github.com/shardloop/shardloop/functions/shardreader",
+	} {
+		res := samResource(t, sam, name)
+		if got := samField(res, 6, "BuildMethod"); got != "go1.x" {
+			t.Errorf("%s: Metadata.BuildMethod %q, want go1.x", name, got)
+		}
+		if got := samField(res, 8, "LogFormat"); got != "JSON" {
+			t.Errorf("%s: LoggingConfig.LogFormat %q, want JSON", name, got)
+		}
+		codeURI := samField(res, 6, "CodeUri")
+		dir := filepath.Join("..", "..", "template", codeURI)
+		if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
+			t.Errorf("%s: CodeUri %s is not a function's main package: %v", name, codeURI, err)
+			continue
+		}
+		if testing.Short() {
+			continue
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "bootstrap")
+		cmd := exec.Command("go", "build", "-o", out, abs)
+		cmd.Dir = abs
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOFLAGS=-trimpath -tags=lambda.norpc")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: go build as sam build runs it: %v\n%s", name, err, b)
+			continue
+		}
+		checkSAMBootstrap(t, out, pkg)
+	}
+}
+
+// checkSAMBootstrap checks a bootstrap sam build made: a static linux/arm64
+// build of pkg, without cgo and with the lambda.norpc tag.
+func checkSAMBootstrap(t *testing.T, path, pkg string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 {
+		t.Errorf("%s: machine %v, want arm64", path, f.Machine)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s: has an interpreter: not static", path)
+		}
+	}
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if info.Path != pkg || settings["GOOS"] != "linux" || settings["CGO_ENABLED"] != "0" || settings["-tags"] != "lambda.norpc" {
+		t.Errorf("%s: a build of %s with %v; want %s, linux, CGO_ENABLED=0, -tags lambda.norpc", path, info.Path, settings, pkg)
 	}
 }

@@ -124,7 +124,13 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	p.StreamName = get(CtxStream)
 	integer(CtxCreateShards, &p.CreateShards)
 	p.TargetFunction = get(CtxTarget)
-	p.StartPosition = get(CtxStartPosition)
+	if s := get(CtxStartPosition); s != "" {
+		sp, ts, err := startingPositionOf(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shardloop: context %s: %q is not TRIM_HORIZON, LATEST, AT_TIMESTAMP:<unix seconds>, horizon, latest or timestamp:<unix ms>", CtxStartPosition, s))
+		}
+		p.StartingPosition, p.StartingPositionTimestamp = sp, ts
+	}
 	integer(CtxBatchSize, &p.BatchSize)
 	duration(CtxPollInterval, &p.PollInterval)
 	duration(CtxRunLength, &p.RunLength)
@@ -158,7 +164,7 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	if s := get(CtxMaxRetryAttempts); s != "" {
 		var n int
 		integer(CtxMaxRetryAttempts, &n)
-		p.MaxRetryAttempts = &n
+		p.RetryAttempts = &n
 	}
 	if s := get(CtxMaxRecordAge); s != "" && s != strconv.Itoa(NoLimit) {
 		duration(CtxMaxRecordAge, &p.MaxRecordAge)
@@ -172,12 +178,14 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 			*dst = b
 		}
 	}
-	boolean(CtxBisectOnError, &p.BisectOnError)
+	boolean(CtxBisectOnError, &p.BisectBatchOnError)
 	p.OnFailureDestination = get(CtxOnFailure)
-	duration(CtxBatchingWindow, &p.BatchingWindow)
+	duration(CtxBatchingWindow, &p.MaxBatchingWindow)
 	boolean(CtxDeaggregate, &p.Deaggregate)
 	integer(CtxParallelization, &p.ParallelizationFactor)
-	integer(CtxTumblingWindow, &p.TumblingWindowInSeconds)
+	var windowSeconds int
+	integer(CtxTumblingWindow, &windowSeconds)
+	p.TumblingWindow = time.Duration(windowSeconds) * time.Second
 	boolean(CtxPerShardLag, &p.PerShardLagMetric)
 	if s := get(CtxFilterCriteria); s != "" {
 		f, err := lambdaenv.ParseFilterCriteria(s)

@@ -118,8 +118,19 @@ func TestUserApp_OutsideTheRepositorySynthesizesWithFunctionsBuiltInItsModule(t 
 		"-replace=github.com/shardloop/shardloop/infra="+filepath.Join(root, "infra"),
 		"-replace=github.com/shardloop/shardloop="+root)
 
+	// Synthesized by the CDK CLI, as a user runs it: cdk.json's app, its
+	// feature flags (as cdk init writes them), and nothing said about flags
+	// left unconfigured.
+	cdk := filepath.Join(root, "infra", "tools", "node_modules", ".bin", "cdk")
+	if _, err := os.Stat(cdk); err != nil {
+		t.Fatalf("the CDK CLI is not installed (%v): run make deps-infra", err)
+	}
 	outdir := filepath.Join(app, "cdk.out")
-	run([]string{"CDK_OUTDIR=" + outdir}, "go", "run", ".")
+	said := run([]string{"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20", "CDK_DISABLE_CLI_TELEMETRY=true"},
+		cdk, "synth", "--no-notices", "--quiet", "-o", outdir)
+	if strings.Contains(said, "feature flag") {
+		t.Errorf("cdk synth speaks of feature flags; examples/cdk-app/cdk.json should set them all:\n%s", said)
+	}
 	if _, err := os.Stat(filepath.Join(app, "build")); err == nil {
 		t.Error("the app has a build/ folder")
 	}

@@ -33,8 +33,9 @@ import (
 type Option func(*options)
 
 type options struct {
-	metrics io.Writer
-	starter coordinator.Starter
+	metrics     io.Writer
+	starter     coordinator.Starter
+	invocations *Invocations
 }
 
 // WithMetrics writes the handler's CloudWatch EMF metric lines to w: stdout
@@ -45,6 +46,11 @@ func WithMetrics(w io.Writer) Option { return func(o *options) { o.metrics = w }
 // WithStarter makes the coordinator start loops through s instead of Step
 // Functions (for a local host of the functions and for tests).
 func WithStarter(s coordinator.Starter) Option { return func(o *options) { o.starter = s } }
+
+// WithInvocations records each invocation in flight in in, so that the
+// logger NewLogger returned with it puts the request id on every line
+// logged during the invocation.
+func WithInvocations(in *Invocations) Option { return func(o *options) { o.invocations = in } }
 
 func optionsOf(optFns []Option) options {
 	o := options{metrics: io.Discard}
@@ -60,6 +66,7 @@ func newRecorder(log *slog.Logger, o options, perShardLag bool) (*metrics.Record
 
 // ShardReader runs one bounded reader run per invocation.
 type ShardReader struct {
+	inv     *Invocations
 	opts    reader.Options
 	metrics *metrics.Recorder
 	arns    *streamARNs
@@ -74,7 +81,8 @@ type ShardReader struct {
 // which infra/ and template/ pass), empty with a warning when unset.
 // MillisBehindLatest is published per shard only with env.PerShardLag.
 func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optFns ...Option) (*ShardReader, error) {
-	rec, err := newRecorder(log, optionsOf(optFns), env.PerShardLag)
+	o := optionsOf(optFns)
+	rec, err := newRecorder(log, o, env.PerShardLag)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +124,7 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 	if env.Coordinator != "" {
 		opts.Nudge = NudgeFunc(awsconf.NewLambda(cfg), env.Coordinator, log)
 	}
-	return &ShardReader{opts: opts, metrics: rec, arns: &streamARNs{api: kc, arns: map[string]string{}}, log: log}, nil
+	return &ShardReader{inv: o.invocations, opts: opts, metrics: rec, arns: &streamARNs{api: kc, arns: map[string]string{}}, log: log}, nil
 }
 
 // OnFailureDestination returns the reader's on-failure destination for an
@@ -147,6 +155,7 @@ func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error
 // cold start, so the records' eventSourceARN is set; the next state carries
 // it on.
 func (h *ShardReader) Handle(ctx context.Context, st reader.State) (reader.State, error) {
+	defer h.inv.Begin(ctx)()
 	defer h.metrics.Flush() // before Lambda freezes the process
 	if st.StreamARN == "" && st.Stream != "" {
 		arn, err := h.arns.get(ctx, st.Stream)
@@ -239,6 +248,7 @@ func NudgeFunc(client InvokeAPI, coordinatorFn string, log *slog.Logger) func(co
 // Handle). Lambda runs one invocation at a time per instance, so Handle is
 // not safe for concurrent use.
 type Coordinator struct {
+	inv          *Invocations
 	c            *coordinator.Coordinator
 	window       time.Duration
 	runLength    time.Duration
@@ -277,7 +287,7 @@ func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger,
 	if runLength == 0 {
 		runLength = lambdaenv.DefaultRunLength
 	}
-	h := &Coordinator{window: env.Window, runLength: runLength, stream: stream, stateMachine: env.StateMachineARN, metrics: rec, log: log}
+	h := &Coordinator{inv: o.invocations, window: env.Window, runLength: runLength, stream: stream, stateMachine: env.StateMachineARN, metrics: rec, log: log}
 	h.c, err = coordinator.New(coordinator.Config{
 		Subscriptions: []coordinator.Subscription{{Stream: env.Stream, Start: env.Start, CreateShards: env.CreateShards}},
 		Logger:        log,
@@ -333,6 +343,7 @@ func CountingStarter(s coordinator.Starter, rec *metrics.Recorder) coordinator.S
 //
 // An event of any other shape is an error naming what was expected.
 func (h *Coordinator) Handle(ctx context.Context, event json.RawMessage) error {
+	defer h.inv.Begin(ctx)()
 	defer h.metrics.Flush() // before Lambda freezes the process
 	ev, err := ParseEvent(event, h.stateMachine)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -93,16 +95,18 @@ func TestCoordinator_MissingStreamCountsStreamNotFoundOncePerPass(t *testing.T) 
 	cfg := localAWS(t, "")
 	stream := testaws.Name(t)
 	var emf, logs lockedBuffer
+	log, invocations := handlers.NewLogger(&logs, lambdaenv.Log{JSON: true})
 	h, err := handlers.NewCoordinator(lambdaenv.Coordinator{
 		Stream: stream, Table: testaws.Name(t), StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop",
 		Start: "latest", Window: time.Second,
-	}, cfg, slog.New(slog.NewTextHandler(&logs, nil)), handlers.WithMetrics(&emf),
+	}, cfg, log, handlers.WithMetrics(&emf), handlers.WithInvocations(invocations),
 		handlers.WithStarter(coordinator.StarterFunc(func(context.Context, coordinator.Loop) error { return nil })))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := h.Handle(t.Context(), json.RawMessage(`{"nudge":true}`)); err == nil {
+		ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: fmt.Sprintf("req-%d", i)})
+		if err := h.Handle(ctx, json.RawMessage(`{"nudge":true}`)); err == nil {
 			t.Fatal("a nudged pass over a missing stream succeeded")
 		}
 		if got := emfCounts(t, emf.String(), "StreamNotFound"); got != float64(i+1) {
@@ -121,6 +125,34 @@ func TestCoordinator_MissingStreamCountsStreamNotFoundOncePerPass(t *testing.T) 
 	if l := logs.String(); !strings.Contains(l, "the stream does not exist") || !strings.Contains(l, stream) || !strings.Contains(l, lambdaenv.VarStream) {
 		t.Errorf("logs do not say the stream %s is missing and name %s:\n%s", stream, lambdaenv.VarStream, l)
 	}
+	// The error is logged by the coordinator's pass, which has no Lambda
+	// context: it carries the request id of the invocation all the same.
+	ids := map[string]bool{}
+	for _, l := range jsonLines(t, logs.String()) {
+		if l["message"] == nil || l["level"] == nil || l["timestamp"] == nil {
+			t.Errorf("a line without Lambda's keys (timestamp, level, message): %v", l)
+		}
+		if strings.HasPrefix(fmt.Sprint(l["message"]), "the stream does not exist") {
+			ids[fmt.Sprint(l[handlers.RequestIDKey])] = true
+		}
+	}
+	if !ids["req-0"] || !ids["req-1"] {
+		t.Errorf("the error lines carry request ids %v, want req-0 and req-1 (one per invocation)\n%s", ids, logs.String())
+	}
+}
+
+// jsonLines parses each line of logs as a JSON object.
+func jsonLines(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for l := range strings.Lines(logs) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // A coordinator configured with the stream's name starts loops that carry
@@ -227,15 +259,19 @@ func TestShardReader_RecordsCarryTheStreamARNAndTheReadersRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	const role = "arn:aws:iam::000000000000:role/shardloop-reader"
+	var logs lockedBuffer
+	log, invocations := handlers.NewLogger(&logs, lambdaenv.Log{JSON: true})
 	h, err := handlers.NewShardReader(lambdaenv.Reader{
 		Table: table, Target: "target-fn", BatchSize: 10, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Second,
 		MaxIterations: 10, MaxRetryAttempts: -1, InvokeIdentityARN: role, TargetTimeout: time.Minute,
-	}, cfg, slog.New(slog.DiscardHandler))
+	}, cfg, log, handlers.WithInvocations(invocations))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	coldStart := len(jsonLines(t, logs.String()))
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "c0ffee-1"})
 	next, err := h.Handle(ctx, reader.State{Stream: stream, ShardID: shard, Owner: "loop-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +289,17 @@ func TestShardReader_RecordsCarryTheStreamARNAndTheReadersRole(t *testing.T) {
 	}
 	if next.StreamARN != want {
 		t.Fatalf("next state's streamArn = %q, want %s carried on", next.StreamARN, want)
+	}
+	// Every line of the invocation, the reader's own included (it logs
+	// without the invocation's context), carries its request id.
+	lines := jsonLines(t, logs.String())[coldStart:]
+	if len(lines) < 2 {
+		t.Fatalf("the invocation logged %d lines, want the reader's (opened shard, run done):\n%s", len(lines), logs.String())
+	}
+	for _, l := range lines {
+		if l[handlers.RequestIDKey] != "c0ffee-1" {
+			t.Errorf("a line of the invocation without its request id: %v", l)
+		}
 	}
 }
 

@@ -2,7 +2,10 @@ package lambdaenv
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shardloop/shardloop/internal/awsconf"
@@ -195,21 +198,72 @@ func CheckTumblingWindow(seconds, factor int) error {
 }
 
 // StartForms are the start positions ParseStart reads.
-const StartForms = "latest, horizon, timestamp:<unix ms or RFC 3339 time> or sequence:<shard id>:<sequence number>"
+const StartForms = "TRIM_HORIZON, LATEST or AT_TIMESTAMP:<unix seconds or RFC 3339 time> as Lambda's trigger spells them; or horizon, latest, timestamp:<unix ms or RFC 3339 time> or sequence:<shard id>:<sequence number>"
+
+// Trigger spellings of a start position, as Lambda's Kinesis trigger names
+// its StartingPosition (and StartingPositionTimestamp, in seconds).
+const (
+	StartTrimHorizon = "TRIM_HORIZON"
+	StartLatest      = "LATEST"
+	StartAtTimestamp = "AT_TIMESTAMP"
+)
+
+// maxTriggerSeconds: an AT_TIMESTAMP beyond this many seconds (the year
+// 5138) is taken for milliseconds given by mistake and refused, since
+// AT_TIMESTAMP counts seconds as Lambda's StartingPositionTimestamp does.
+const maxTriggerSeconds = 1e11
 
 // ParseStart checks a configured start position and returns it in the
-// text form the lease rows record (an RFC 3339 time becomes
-// timestamp:<unix ms>). The empty string, no start configured, is returned
-// unchanged.
+// text form the lease rows record, so that one start has one form however
+// it was spelled: TRIM_HORIZON is horizon, LATEST is latest, AT_TIMESTAMP:
+// <unix seconds> (fractions allowed) or AT_TIMESTAMP:<RFC 3339 time> and
+// timestamp:<RFC 3339 time> become timestamp:<unix ms>. (A start's form
+// names its generation: TRIM_HORIZON where horizon was deployed is the
+// same start, not a new one.) The empty string, no start configured, is
+// returned unchanged.
 func ParseStart(s string) (string, error) {
-	if s == "" {
+	switch {
+	case s == "":
 		return "", nil
+	case s == StartTrimHorizon:
+		return string(reader.Horizon), nil
+	case s == StartLatest:
+		return string(reader.Latest), nil
+	case strings.HasPrefix(s, StartAtTimestamp+":"):
+		return parseAtTimestamp(strings.TrimPrefix(s, StartAtTimestamp+":"))
+	case s == StartAtTimestamp:
+		return "", &WantError{Want: "AT_TIMESTAMP:<unix seconds or RFC 3339 time>, e.g. AT_TIMESTAMP:1767366245 or AT_TIMESTAMP:2026-01-02T15:04:05Z: the time the trigger takes as StartingPositionTimestamp"}
 	}
 	p, err := reader.ParseUserPosition(s)
 	if err != nil {
 		return "", &WantError{Want: StartForms}
 	}
 	return p.String(), nil
+}
+
+// parseAtTimestamp reads the time of AT_TIMESTAMP:<time>: unix seconds, as
+// Lambda's StartingPositionTimestamp, or an RFC 3339 time.
+func parseAtTimestamp(v string) (string, error) {
+	want := func(why string) error {
+		return &WantError{Want: "AT_TIMESTAMP:<unix seconds or RFC 3339 time>" + why}
+	}
+	var at time.Time
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		switch {
+		case math.IsNaN(secs) || secs < 0:
+			return "", want(", not before 1970")
+		case secs >= maxTriggerSeconds:
+			return "", want(fmt.Sprintf(": %s seconds is after the year 5000; AT_TIMESTAMP counts seconds, as the trigger's StartingPositionTimestamp does (for milliseconds write timestamp:%s)", v, v))
+		}
+		at = time.UnixMilli(int64(math.Round(secs * 1000)))
+	} else {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil || t.UnixMilli() < 0 {
+			return "", want(", e.g. AT_TIMESTAMP:1767366245 or AT_TIMESTAMP:2026-01-02T15:04:05Z")
+		}
+		at = t
+	}
+	return reader.Position{Kind: reader.Timestamp, At: time.UnixMilli(at.UnixMilli()).UTC()}.String(), nil
 }
 
 // iamARN is an IAM principal's ARN: a role's, a user's, the account root.

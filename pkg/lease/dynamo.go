@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -758,9 +759,22 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 	return decode(out.Attributes)
 }
 
+// unprocessedBackoff spaces the retries of a BatchGetItem's unprocessed
+// keys, which DynamoDB leaves when it throttles, with the AWS SDK's jittered
+// exponential backoff (the one its retryer spaces throttled requests with),
+// so that readers throttled together do not retry together.
+var unprocessedBackoff = retry.NewExponentialJitterBackoff(20 * time.Second)
+
+// backoff is the wait before retry attempt (from 1) of unprocessed keys:
+// the SDK's delay, whose steps are seconds (up to 2^attempt s, then its 20 s
+// maximum), taken at a twentieth, since a lease table's few keys are worth
+// asking for again sooner: up to 100 ms, 200 ms, 400 ms, 800 ms, then 1 s.
 func backoff(attempt int) time.Duration {
-	d := 50 * time.Millisecond << min(attempt, 5)
-	return min(d, time.Second)
+	d, err := unprocessedBackoff.BackoffDelay(attempt, nil)
+	if err != nil { // no randomness to be had: the top of the step
+		d = min(time.Second<<min(attempt, 5), 20*time.Second)
+	}
+	return d / 20
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
