@@ -384,7 +384,7 @@ func TestASLInInterpreterLoopsAndContinuesAsNewWithTheRealShardReader(t *testing
 			"SHARDLOOP_POLL_INTERVAL=200ms",
 			"SHARDLOOP_MAX_ITERATIONS=2",
 		)),
-		host.add("target", bins.Target, 1, 10*time.Second, env("E2E_RECORD_FILE="+received)),
+		host.add("target", bins.Target, 1, 4*time.Second, env("E2E_RECORD_FILE="+received)),
 	); err != nil {
 		t.Fatal(err)
 	}

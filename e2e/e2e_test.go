@@ -123,7 +123,7 @@ func TestRealLambdasDeliverEveryRecordInKeyOrderAcrossSplitAndKilledLoop(t *test
 			"SHARDLOOP_START_POSITION=horizon",
 			"SHARDLOOP_RUN_LENGTH=5s", // no window: one pass per scheduled invocation
 		)),
-		host.add("target", bins.Target, 6, 10*time.Second, env(
+		host.add("target", bins.Target, 6, 4*time.Second, env(
 			"E2E_RECORD_FILE="+received,
 			"E2E_FAIL_EVERY=7", // a partial batch failure now and then
 			"E2E_DELAY=200ms",  // received, not yet settled: the kill lands here

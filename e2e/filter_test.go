@@ -138,7 +138,7 @@ func hostReaderAndTarget(t *testing.T, bins binaries, targetBin, table string, e
 	), extra...)); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.add("target", targetBin, 1, 10*time.Second, append(slices.Clone(env), "E2E_RECORD_FILE="+received)); err != nil {
+	if err := host.add("target", targetBin, 1, 4*time.Second, append(slices.Clone(env), "E2E_RECORD_FILE="+received)); err != nil {
 		t.Fatal(err)
 	}
 	return host, received

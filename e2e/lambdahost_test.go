@@ -199,9 +199,10 @@ func (in *instance) post(ctx context.Context, payload []byte) (int, []byte, erro
 
 // pool is the instances of one function; free holds the idle ones.
 type pool struct {
-	name string
-	all  []*instance
-	free chan *instance
+	name    string
+	timeout time.Duration // the function's configured timeout
+	all     []*instance
+	free    chan *instance
 }
 
 // result is one invoke's answer as Lambda's Invoke API gives it.
@@ -300,7 +301,7 @@ func (h *lambdaHost) add(name, bootstrap string, n int, timeout time.Duration, e
 	env = append(env,
 		"AWS_LAMBDA_FUNCTION_NAME="+name,
 		fmt.Sprintf("AWS_LAMBDA_FUNCTION_TIMEOUT=%d", int(timeout/time.Second)))
-	p := &pool{name: name, free: make(chan *instance, n)}
+	p := &pool{name: name, timeout: timeout, free: make(chan *instance, n)}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -326,6 +327,7 @@ func (h *lambdaHost) serve() error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", h.handleInvoke)
+	mux.HandleFunc("GET /2015-03-31/functions/{name}/configuration", h.handleConfiguration)
 	h.srv = &http.Server{Handler: mux}
 	h.URL = "http://" + l.Addr().String()
 	go func() { _ = h.srv.Serve(l) }()
@@ -347,6 +349,19 @@ func (h *lambdaHost) pool(name string) (*pool, bool) {
 	defer h.mu.Unlock()
 	p, ok := h.pools[name]
 	return p, ok
+}
+
+// handleConfiguration answers GetFunctionConfiguration with the function's
+// name and timeout, as the shardreader reads it at cold start.
+func (h *lambdaHost) handleConfiguration(w http.ResponseWriter, r *http.Request) {
+	name := functionName(r.PathValue("name"))
+	p, ok := h.pool(name)
+	if !ok {
+		writeLambdaError(w, http.StatusNotFound, "ResourceNotFoundException", "Function not found: "+name)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"FunctionName": name, "Timeout": int(p.timeout / time.Second)})
 }
 
 func (h *lambdaHost) handleInvoke(w http.ResponseWriter, r *http.Request) {

@@ -272,7 +272,7 @@ func stsPeer(t *testing.T, arn string) string {
 }
 
 // lambdaPeer answers the Lambda Invoke API and keeps each payload; each
-// invocation takes delay.
+// invocation takes delay. GetFunctionConfiguration answers a 10 s timeout.
 type lambdaPeer struct {
 	delay    time.Duration
 	mu       sync.Mutex
@@ -282,6 +282,9 @@ type lambdaPeer struct {
 }
 
 func (p *lambdaPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if serveConfiguration(w, r) {
+		return
+	}
 	b, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
 	p.inFlight++
@@ -294,6 +297,16 @@ func (p *lambdaPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
 	_, _ = w.Write([]byte(`{}`))
+}
+
+// serveConfiguration answers a GetFunctionConfiguration request with a
+// function whose timeout is 10 s, and reports whether r was one.
+func serveConfiguration(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/configuration") {
+		return false
+	}
+	_, _ = w.Write([]byte(`{"FunctionName":"my-fn","Timeout":10}`))
+	return true
 }
 
 func (p *lambdaPeer) records() []map[string]any {

@@ -54,7 +54,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.IntVar(&f.windowSeconds, "tumbling-window-seconds", 0, "tumbling windows of this many seconds, as Lambda's TumblingWindowInSeconds: the target gets events.KinesisTimeWindowEvent and must answer with a state ("+lambdaenv.TumblingWindowLimit.Want()+"; needs --parallelization-factor 1)")
 	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
 	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
-	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "the target function's own timeout, shorter than --run-length: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer, and no delivery starts that it would carry past a run; 0: unknown (an invoke waits up to "+lambdaenv.MaxTargetTimeout.String()+")")
+	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "with --target: how long a takeover waits, past the lease, for invocations a crashed runner left running (at most "+reader.MaxFenceCut(0, 0).String()+" below the function's timeout); 0: the function's configured timeout, read with lambda:GetFunctionConfiguration (when it cannot be read, give the timeout here)")
 	fs.StringVar(&f.invokeIdentity, "invoke-identity-arn", "", "the records' invokeIdentityArn (an IAM role ARN); empty: the caller's identity from STS")
 	f.policy = addPolicyFlags(fs)
 	fs.BoolVar(&f.emf, "metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
@@ -123,7 +123,7 @@ func (f *runFlags) check() (reader.Options, error) {
 		return reader.Options{}, bad("--parallelization-factor %d with --tumbling-window-seconds %d: %v", f.factor, f.windowSeconds, err)
 	}
 	o, err := f.policy.options(f.runLength)
-	o.TargetTimeout, o.ParallelizationFactor = f.targetTimeout, f.factor
+	o.ParallelizationFactor = f.factor
 	o.TumblingWindow = time.Duration(f.windowSeconds) * time.Second
 	return o, err
 }
@@ -174,11 +174,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if identity == "" {
 			identity = callerInvokeIdentity(ctx, awsconf.NewSTS(cfg), log)
 		}
-		invokeTimeout := f.targetTimeout
-		if invokeTimeout == 0 {
-			invokeTimeout = lambdaenv.MaxTargetTimeout
+		if ro.TargetTimeout, ro.Fence, err = targetFence(ctx, cfg, f, log); err != nil {
+			return err
 		}
-		if tgt, err = reader.NewLambdaTarget(awsconf.NewTargetLambda(cfg, invokeTimeout), f.target, func(o *reader.LambdaOptions) {
+		if tgt, err = reader.NewLambdaTarget(awsconf.NewTargetLambda(cfg, ro.TargetTimeout), f.target, func(o *reader.LambdaOptions) {
 			o.Region, o.InvokeIdentityARN = cfg.Region, identity
 		}); err != nil {
 			return err
@@ -189,7 +188,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Store:         store,
 		Kinesis:       kc,
 		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: rec, Logger: log}, ro),
-		StopTimeout:   stopTimeout(f.targetTimeout),
+		StopTimeout:   stopTimeout(ro.TargetTimeout),
 		// Runners on one table share its shards (docs/operations.md, runners).
 		Balance: &runner.Balance{},
 		Logger:  log,
@@ -200,6 +199,26 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Info("shardloop running; Ctrl-C stops (again: at once)", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table),
 		"runner", r.ID())
 	return r.Run(ctx)
+}
+
+// targetFence reads the target's configured timeout, which the lease's
+// fence covers (a takeover waits out invocations a crashed runner left
+// running), and returns it with the fence: --target-timeout when given (at
+// most reader.MaxFenceCut below the timeout), else the timeout. A timeout
+// that cannot be read is an error unless --target-timeout stands in for it.
+func targetFence(ctx context.Context, cfg aws.Config, f *runFlags, log *slog.Logger) (timeout, fence time.Duration, err error) {
+	timeout, err = handlers.NewTargetTimeout(awsconf.NewLambda(cfg), f.target, "").Get(ctx)
+	switch {
+	case err != nil && f.targetTimeout > 0:
+		log.Warn("could not read the target's configuration; taking --target-timeout as its timeout", "target_timeout", f.targetTimeout, "err", err)
+		timeout = f.targetTimeout
+	case err != nil:
+		return 0, 0, fmt.Errorf("--target %s: %w (or give the function's timeout with --target-timeout)", f.target, err)
+	}
+	if fence, err = handlers.FenceFor(timeout, f.targetTimeout, f.runLength); err != nil {
+		return 0, 0, fmt.Errorf("--target %s with --run-length %s and --target-timeout %s: %w", f.target, f.runLength, f.targetTimeout, err)
+	}
+	return timeout, fence, nil
 }
 
 // stopTimeout is how long Ctrl-C waits for the deliveries in flight: the
@@ -274,7 +293,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 func withPolicy(o, p reader.Options) reader.Options {
 	o.MaxRetryAttempts, o.MaxRecordAge, o.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
-	o.TargetTimeout, o.ParallelizationFactor = p.TargetTimeout, p.ParallelizationFactor
+	o.TargetTimeout, o.Fence, o.ParallelizationFactor = p.TargetTimeout, p.Fence, p.ParallelizationFactor
 	o.TumblingWindow = p.TumblingWindow
 	o.Filters = p.Filters
 	return o

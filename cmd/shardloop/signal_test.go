@@ -184,6 +184,9 @@ func TestRun_SecondCtrlCExitsAtOnce(t *testing.T) {
 	var once sync.Once
 	hang := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if serveConfiguration(w, r) {
+			return
+		}
 		once.Do(func() { close(invoked) })
 		select {
 		case <-hang:

@@ -37,5 +37,5 @@ func setup(log *slog.Logger, invocations *handlers.Invocations) (*handlers.Shard
 	if err != nil {
 		return nil, err
 	}
-	return handlers.NewShardReader(env, cfg, log, handlers.WithMetrics(os.Stdout), handlers.WithInvocations(invocations))
+	return handlers.NewShardReader(context.Background(), env, cfg, log, handlers.WithMetrics(os.Stdout), handlers.WithInvocations(invocations))
 }

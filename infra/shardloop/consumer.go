@@ -144,6 +144,8 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	allow(readerRole, "ReadStream", []string{"kinesis:DescribeStreamSummary", "kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"}, streamArn)
 	allow(readerRole, "Leases", []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, tableArn)
 	allow(readerRole, "InvokeTargetAndNudgeCoordinator", []string{"lambda:InvokeFunction"}, targetArn, coordinatorArn)
+	// The target's configured timeout, which the lease's fence covers.
+	allow(readerRole, "ReadTargetTimeout", []string{"lambda:GetFunctionConfiguration"}, targetArn)
 	allow(readerRole, "Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, readerLogs.LogGroupArn())
 	readerEnv := map[string]*string{
 		"SHARDLOOP_LEASE_TABLE":          c.LeaseTable.TableName(),

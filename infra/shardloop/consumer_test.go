@@ -287,6 +287,7 @@ func TestRoles_GrantExactlyTheActionsAndResourcesEachPartNeeds(t *testing.T) {
 			{"ReadStream", []string{"kinesis:DescribeStreamSummary", "kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"}, []string{stream}},
 			{"Leases", []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, []string{table}},
 			{"InvokeTargetAndNudgeCoordinator", []string{"lambda:InvokeFunction"}, []string{target, coordinatorArn}},
+			{"ReadTargetTimeout", []string{"lambda:GetFunctionConfiguration"}, []string{target}},
 			{"Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, []string{getAtt(readerLogs)}},
 		}},
 		{"ConsumerCoordinatorRole", []statement{

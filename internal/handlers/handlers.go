@@ -71,16 +71,26 @@ type ShardReader struct {
 	metrics *metrics.Recorder
 	arns    *streamARNs
 	log     *slog.Logger
+	// timeout reads the target's configured timeout (nil when it cannot
+	// be read and SHARDLOOP_TARGET_TIMEOUT stands in for it); fence is
+	// SHARDLOOP_TARGET_TIMEOUT when set, else 0.
+	timeout *TargetTimeout
+	fence   time.Duration
 }
 
 // NewShardReader builds the SDK clients once, at cold start, within
 // awsconf's bounds. Every client honours AWS_ENDPOINT_URL and
-// AWS_ENDPOINT_URL_<SERVICE> through cfg. The target is invoked by
-// awsconf.NewTargetLambda, with env.TargetTimeout; each record's
-// invokeIdentityArn is env.InvokeIdentityARN (the shardreader's role,
-// which infra/ and template/ pass), empty with a warning when unset.
+// AWS_ENDPOINT_URL_<SERVICE> through cfg. It reads the target's configured
+// timeout (GetFunctionConfiguration), which the lease's fence covers: a
+// takeover waits out the invocations a crashed holder may have left
+// running. env.TargetTimeout, when set, is the fence instead (at most
+// reader.MaxFenceCut below the timeout), or stands in for the timeout when
+// the configuration cannot be read (a local host without Lambda's control
+// API); unset, an unreadable configuration fails the cold start. Each
+// record's invokeIdentityArn is env.InvokeIdentityARN (the shardreader's
+// role, which infra/ and template/ pass), empty with a warning when unset.
 // MillisBehindLatest is published per shard only with env.PerShardLag.
-func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optFns ...Option) (*ShardReader, error) {
+func NewShardReader(ctx context.Context, env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optFns ...Option) (*ShardReader, error) {
 	o := optionsOf(optFns)
 	rec, err := newRecorder(log, o, env.PerShardLag)
 	if err != nil {
@@ -95,7 +105,26 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 		log.Warn(lambdaenv.VarInvokeIdentityARN+" is not set: records carry an empty invokeIdentityArn; set it to this function's execution role ARN",
 			"var", lambdaenv.VarInvokeIdentityARN)
 	}
-	target, err := reader.NewLambdaTarget(awsconf.NewTargetLambda(cfg, env.TargetTimeout), env.Target, func(o *reader.LambdaOptions) {
+	h := &ShardReader{inv: o.invocations, metrics: rec, log: log, timeout: NewTargetTimeout(awsconf.NewLambda(cfg), env.Target, "")}
+	if env.TargetTimeoutKnown {
+		h.fence = env.TargetTimeout
+	}
+	timeout, err := h.timeout.Get(ctx)
+	switch {
+	case err != nil && env.TargetTimeoutKnown:
+		log.Warn("could not read the target's configuration; taking "+lambdaenv.VarTargetTimeout+" as its timeout", "timeout", env.TargetTimeout, "err", err)
+		h.timeout, timeout = nil, env.TargetTimeout
+	case err != nil:
+		return nil, fmt.Errorf("%w (or set %s to the function's timeout)", err, lambdaenv.VarTargetTimeout)
+	}
+	if _, err := FenceFor(timeout, h.fence, env.RunLength); err != nil {
+		return nil, err
+	}
+	invoker := reader.LambdaInvoker(awsconf.NewTargetLambda(cfg, timeout))
+	if h.timeout != nil {
+		invoker = staleOnUpdate{LambdaInvoker: invoker, tt: h.timeout}
+	}
+	target, err := reader.NewLambdaTarget(invoker, env.Target, func(o *reader.LambdaOptions) {
 		o.Region, o.InvokeIdentityARN = cfg.Region, env.InvokeIdentityARN
 	})
 	if err != nil {
@@ -115,7 +144,8 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 	}
 	p := env.ReaderPolicy()
 	opts.MaxRetryAttempts, opts.MaxRecordAge, opts.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
-	opts.BatchingWindow, opts.Deaggregate, opts.TargetTimeout = p.BatchingWindow, p.Deaggregate, p.TargetTimeout
+	opts.BatchingWindow, opts.Deaggregate = p.BatchingWindow, p.Deaggregate
+	opts.TargetTimeout, opts.Fence = timeout, h.fence
 	opts.ParallelizationFactor, opts.TumblingWindow = p.ParallelizationFactor, p.TumblingWindow
 	opts.Filters = p.Filters
 	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
@@ -124,7 +154,8 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 	if env.Coordinator != "" {
 		opts.Nudge = NudgeFunc(awsconf.NewLambda(cfg), env.Coordinator, log)
 	}
-	return &ShardReader{inv: o.invocations, opts: opts, metrics: rec, arns: &streamARNs{api: kc, arns: map[string]string{}}, log: log}, nil
+	h.opts, h.arns = opts, &streamARNs{api: kc, arns: map[string]string{}}
+	return h, nil
 }
 
 // OnFailureDestination returns the reader's on-failure destination for an
@@ -157,6 +188,10 @@ func OnFailureDestination(arn string, cfg aws.Config) (reader.Destination, error
 func (h *ShardReader) Handle(ctx context.Context, st reader.State) (reader.State, error) {
 	defer h.inv.Begin(ctx)()
 	defer h.metrics.Flush() // before Lambda freezes the process
+	opts, err := h.runOptions(ctx)
+	if err != nil {
+		return st, err
+	}
 	if st.StreamARN == "" && st.Stream != "" {
 		arn, err := h.arns.get(ctx, st.Stream)
 		if err != nil {
@@ -164,7 +199,32 @@ func (h *ShardReader) Handle(ctx context.Context, st reader.State) (reader.State
 		}
 		st.StreamARN = arn
 	}
-	return reader.Run(ctx, h.opts, st)
+	return reader.Run(ctx, opts, st)
+}
+
+// runOptions are the reader's options for one run, with the target's
+// timeout as read now (at most TargetTimeoutTTL old): a function whose
+// timeout was raised is fenced by the new one from the next run on. A read
+// that fails keeps the last timeout read, with a warning.
+func (h *ShardReader) runOptions(ctx context.Context) (reader.Options, error) {
+	opts := h.opts
+	if h.timeout == nil {
+		return opts, nil
+	}
+	timeout, err := h.timeout.Get(ctx)
+	if err != nil {
+		h.log.WarnContext(ctx, "could not read the target's timeout again; keeping the last one read", "timeout", opts.TargetTimeout, "err", err)
+		return opts, nil
+	}
+	fence, err := FenceFor(timeout, h.fence, opts.RunLength)
+	if err != nil {
+		return opts, err
+	}
+	if timeout != opts.TargetTimeout {
+		h.log.InfoContext(ctx, "the target's timeout changed", "was", opts.TargetTimeout, "now", timeout)
+	}
+	opts.TargetTimeout, opts.Fence = timeout, fence
+	return opts, nil
 }
 
 // StreamDescriber is the Kinesis call StreamARN makes.

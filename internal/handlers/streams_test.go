@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -201,9 +202,19 @@ func TestCoordinator_StreamByNameStartsLoopsWithItsARN(t *testing.T) {
 type lambdaPeer struct {
 	mu       sync.Mutex
 	payloads [][]byte
+	timeout  int // the function's configured timeout in seconds; 0: 60
+	configs  int // GetFunctionConfiguration calls
 }
 
 func (p *lambdaPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configuration") {
+		p.mu.Lock()
+		p.configs++
+		timeout := cmp.Or(p.timeout, 60)
+		p.mu.Unlock()
+		_, _ = fmt.Fprintf(w, `{"FunctionName":"target-fn","Timeout":%d}`, timeout)
+		return
+	}
 	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/2015-03-31/functions/") {
 		http.NotFound(w, r)
 		return
@@ -235,7 +246,7 @@ func (p *lambdaPeer) events(t *testing.T) []map[string]any {
 // resolved it) still delivers records whose eventSourceARN is the stream's
 // ARN, and whose invokeIdentityArn is the shardreader's role.
 func TestShardReader_RecordsCarryTheStreamARNAndTheReadersRole(t *testing.T) {
-	peer := &lambdaPeer{}
+	peer := &lambdaPeer{timeout: 3}
 	srv := httptest.NewServer(peer)
 	defer srv.Close()
 	cfg := localAWS(t, srv.URL)
@@ -261,9 +272,9 @@ func TestShardReader_RecordsCarryTheStreamARNAndTheReadersRole(t *testing.T) {
 	const role = "arn:aws:iam::000000000000:role/shardloop-reader"
 	var logs lockedBuffer
 	log, invocations := handlers.NewLogger(&logs, lambdaenv.Log{JSON: true})
-	h, err := handlers.NewShardReader(lambdaenv.Reader{
+	h, err := handlers.NewShardReader(t.Context(), lambdaenv.Reader{
 		Table: table, Target: "target-fn", BatchSize: 10, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Second,
-		MaxIterations: 10, MaxRetryAttempts: -1, InvokeIdentityARN: role, TargetTimeout: time.Minute,
+		MaxIterations: 10, MaxRetryAttempts: -1, InvokeIdentityARN: role,
 	}, cfg, log, handlers.WithInvocations(invocations))
 	if err != nil {
 		t.Fatal(err)

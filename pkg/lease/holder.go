@@ -38,6 +38,12 @@ type HolderOptions struct {
 	// invocation ends when its context does (an in-process target), and the
 	// row never needs a fence.
 	MaxRun time.Duration
+	// Fence, when positive and below MaxRun, is the fence recorded instead
+	// of MaxRun: the holder then starts an invocation only while it would
+	// end, by MaxRun, within its deadline plus Fence (Begin renews first
+	// when it would not). MaxRun - Fence may be at most Duration - Margin -
+	// RenewInterval. 0: MaxRun.
+	Fence time.Duration
 	// Clock returns the holder's time. Default time.Now.
 	Clock func() time.Time
 	// Logger gets renewal warnings. Default discards.
@@ -62,6 +68,14 @@ func (o *HolderOptions) setDefaults() {
 	}
 }
 
+// fence is the fence the holder records while invocations may run.
+func (o *HolderOptions) fence() time.Duration {
+	if o.Fence > 0 && o.Fence < o.MaxRun {
+		return o.Fence
+	}
+	return o.MaxRun
+}
+
 func (o *HolderOptions) validate() error {
 	switch {
 	case o.Store == nil:
@@ -71,6 +85,9 @@ func (o *HolderOptions) validate() error {
 			Want: fmt.Sprintf("a positive duration shorter than the lease (%s) less its margin (%s)", o.Duration, o.Margin)}
 	case o.MaxRun < 0:
 		return &InvalidError{Field: "MaxRun", Value: o.MaxRun.String(), Want: "a non-negative duration"}
+	case o.Fence < 0 || o.MaxRun-o.fence() > o.Duration-o.Margin-o.RenewInterval:
+		return &InvalidError{Field: "Fence", Value: o.Fence.String(),
+			Want: fmt.Sprintf("0 (MaxRun) or at least MaxRun (%s) less the lease (%s), its margin (%s) and a renew interval (%s)", o.MaxRun, o.Duration, o.Margin, o.RenewInterval)}
 	}
 	return checkOwned(o.Stream, o.ShardID, o.Owner)
 }
@@ -151,7 +168,7 @@ func Hold(ctx context.Context, o HolderOptions, opts ...TakeOption) (*Holder, Le
 	defer h.mu.Unlock()
 	h.deadline = sent.Add(o.Duration - o.Margin)
 	h.lastRenew = sent
-	h.armed = row.Fence >= o.MaxRun
+	h.armed = row.Fence >= o.fence()
 	h.timer = time.AfterFunc(max(h.deadline.Sub(o.Clock()), 0), h.checkDeadline)
 	return h, row, nil
 }
@@ -253,7 +270,7 @@ func (h *Holder) Begin(ctx context.Context) (end func(ended bool), err error) {
 	}
 	inv, err := h.start()
 	if inv == nil && err == nil {
-		err = fmt.Errorf("renew %s: the fence was not recorded", Key(h.o.Stream, h.o.ShardID))
+		err = fmt.Errorf("renew %s: the fence was not recorded, or the invocation would outrun the lease and its fence", Key(h.o.Stream, h.o.ShardID))
 	}
 	return h.ender(inv), err
 }
@@ -266,10 +283,11 @@ func (h *Holder) start() (*invocation, error) {
 	if err := h.validLocked(); err != nil {
 		return nil, err
 	}
-	if !h.armed && h.o.MaxRun > 0 {
-		return nil, nil
+	now := h.o.Clock()
+	if h.o.MaxRun > 0 && (!h.armed || now.Add(h.o.MaxRun).After(h.deadline.Add(h.o.fence()))) {
+		return nil, nil // arm the fence, or renew to move the deadline
 	}
-	inv := &invocation{start: h.o.Clock()}
+	inv := &invocation{start: now}
 	h.running[inv] = struct{}{}
 	h.lastStart = inv.start
 	return inv, nil
@@ -371,7 +389,7 @@ func (h *Holder) renewLocked(ctx context.Context, arm bool) error {
 	deadline := sent.Add(h.o.Duration - h.o.Margin)
 	fenced := h.o.MaxRun > 0 && (arm || len(h.running) > 0 || h.lastStart.After(h.lastRenew))
 	if fenced {
-		rn.Fence = h.o.MaxRun
+		rn.Fence = h.o.fence()
 	} else {
 		h.armed = h.o.MaxRun == 0
 		if until := h.runningUntilLocked(); until.After(deadline) {

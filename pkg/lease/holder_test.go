@@ -384,6 +384,10 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 			skew := func() time.Duration { return time.Duration(rng.Int64N(int64(60*time.Second))) - 30*time.Second }
 			holderSkew, takerSkew := skew(), skew()
 			maxRun := time.Duration(500+rng.IntN(30000)) * time.Millisecond
+			var fence time.Duration // sometimes below maxRun: enforced at each start
+			if maxRun > 6*time.Second && rng.IntN(2) == 0 {
+				fence = maxRun - time.Duration(rng.Int64N(int64(6*time.Second)))
+			}
 			k := 1 + rng.IntN(10) // renewals fail from the k-th on
 			release := rng.IntN(3) == 0
 			var mu sync.Mutex
@@ -397,7 +401,7 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 				return delays[min(n-1, len(delays)-1)], n >= k
 			}}
 			h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: s, Stream: stream, ShardID: "s1", Owner: "loop/r1",
-				MaxRun: maxRun, Clock: func() time.Time { return time.Now().Add(holderSkew) }})
+				MaxRun: maxRun, Fence: fence, Clock: func() time.Time { return time.Now().Add(holderSkew) }})
 			must(t, err)
 			t.Cleanup(h.Close)
 			go h.KeepAlive(t.Context())
@@ -456,8 +460,8 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 			defer endsMu.Unlock()
 			for i, end := range ends {
 				if !end.Before(took) {
-					t.Fatalf("seed %d (max run %s, renewals fail from %d, release %v): invocation %d runs until %v, the taker took at %v",
-						seed, maxRun, k, release, i, end, took)
+					t.Fatalf("seed %d (max run %s, fence %s, renewals fail from %d, release %v): invocation %d runs until %v, the taker took at %v",
+						seed, maxRun, fence, k, release, i, end, took)
 				}
 			}
 		})

@@ -56,6 +56,20 @@ const (
 	MaxFilters = 5
 )
 
+// MaxFenceCut is how much below TargetTimeout Options.Fence may be, for a
+// lease of duration d renewed every interval: the lease less its margin
+// and a renew interval, the time a fresh renewal leaves an invocation to
+// run before the holder's deadline.
+func MaxFenceCut(d, interval time.Duration) time.Duration {
+	if d == 0 {
+		d = lease.DefaultDuration
+	}
+	if interval == 0 {
+		interval = lease.DefaultRenewInterval
+	}
+	return d - d/10 - interval
+}
+
 // Options configure a run. Kinesis, Store and Target are required; every
 // other field has the default its comment states.
 type Options struct {
@@ -122,6 +136,14 @@ type Options struct {
 	// ends (an in-process Go function that honours it, the default); a
 	// Lambda target must set it.
 	TargetTimeout time.Duration
+	// Fence, when positive and below TargetTimeout, is how long a new
+	// owner waits, past the lease, for this loop's invocations instead of
+	// the whole TargetTimeout: the reader then starts an invocation only
+	// while it would end, by TargetTimeout, within the lease (renewing
+	// first when it would not), so a failover after a crash is shorter. It
+	// may be at most LeaseDuration - LeaseDuration/10 - RenewInterval below
+	// TargetTimeout. 0: TargetTimeout (default).
+	Fence time.Duration
 	// RetryMin and RetryMax bound the exponential backoff between
 	// deliveries of a batch the target did not settle. Defaults 100 ms, 10 s.
 	RetryMin, RetryMax time.Duration
@@ -290,7 +312,9 @@ func (o *Options) validate() error {
 	case o.MaxReadErrors < 1:
 		return bad("MaxReadErrors", o.MaxReadErrors, "at least 1")
 	case o.TargetTimeout < 0 || (o.TargetTimeout > 0 && o.TargetTimeout >= o.RunLength):
-		return bad("TargetTimeout", o.TargetTimeout, "0 (unknown) or a duration shorter than RunLength ("+o.RunLength.String()+")")
+		return bad("TargetTimeout", o.TargetTimeout, "0 (the target stops when its context ends) or a duration shorter than RunLength ("+o.RunLength.String()+")")
+	case o.Fence < 0 || (o.Fence > 0 && o.Fence < o.TargetTimeout && o.TargetTimeout-o.Fence > MaxFenceCut(o.LeaseDuration, o.RenewInterval)):
+		return bad("Fence", o.Fence, fmt.Sprintf("0 (TargetTimeout) or at least TargetTimeout (%s) less %s", o.TargetTimeout, MaxFenceCut(o.LeaseDuration, o.RenewInterval)))
 	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
 		return bad("RetryMax", o.RetryMax, "at least RetryMin ("+o.RetryMin.String()+")")
 	case o.MaxRetryAttempts != nil && *o.MaxRetryAttempts > MaxRetryAttemptsLimit:
