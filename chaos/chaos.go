@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -92,6 +93,23 @@ type Config struct {
 	KinesisFaults faults.KinesisRates
 	StoreFaults   faults.StoreRates
 	TargetFaults  faults.TargetRates
+
+	// FunctionTimeout, when positive, makes the target a model of a Lambda
+	// function: each invocation runs InvokeMin to InvokeMax (cut at
+	// FunctionTimeout, which its caller gets as an error) to its own end
+	// whatever its caller does; a caller whose context ends gets an error
+	// at once while the function runs on, and a mid-batch kill comes
+	// halfway through an invocation. The readers' TargetTimeout is
+	// FunctionTimeout, as the shardreader reads it from the function. The
+	// report then judges what the function saw: HandlerOverlaps and
+	// HandlerOrderViolations, over every invocation, re-deliveries included.
+	FunctionTimeout, InvokeMin, InvokeMax time.Duration
+	// PartitionEvery and PartitionFor: every PartitionEvery (0: never) one
+	// runner, at random, loses the lease table for PartitionFor (default
+	// twice the lease): every call it makes fails, its loops stop at their
+	// holders' deadlines while their invocations run on, and the shards are
+	// taken by others once the lease and its fence have passed.
+	PartitionEvery, PartitionFor time.Duration
 
 	// The wider world: configuration, clocks and timing.
 
@@ -177,6 +195,12 @@ func (c *Config) setDefaults() {
 	if c.Recreate && c.RecreateRecords == 0 {
 		c.RecreateRecords = max(1, c.Records/3)
 	}
+	if c.PartitionEvery > 0 && c.PartitionFor == 0 {
+		c.PartitionFor = 2 * c.Lease
+	}
+	if c.FunctionTimeout > 0 && c.InvokeMax < c.InvokeMin {
+		c.InvokeMax = c.InvokeMin
+	}
 }
 
 func (c *Config) validate() error {
@@ -195,6 +219,10 @@ func (c *Config) validate() error {
 		return errors.New("chaos: Skew: want a positive duration")
 	case c.ParallelizationFactor < 0 || c.ParallelizationFactor > reader.MaxParallelizationFactor:
 		return fmt.Errorf("chaos: ParallelizationFactor: want 0 (the default) to %d", reader.MaxParallelizationFactor)
+	case c.FunctionTimeout < 0 || c.InvokeMin < 0 || c.PartitionEvery < 0 || c.PartitionFor < 0:
+		return errors.New("chaos: FunctionTimeout, InvokeMin, PartitionEvery, PartitionFor: want positive durations")
+	case c.FunctionTimeout > 0 && c.RunLength > 0 && c.FunctionTimeout >= c.RunLength:
+		return errors.New("chaos: FunctionTimeout: want it shorter than RunLength")
 	case c.PoisonFor < 0 || (c.PoisonFor > 0 && (c.PoisonKey < 0 || c.PoisonKey >= c.Keys)):
 		return fmt.Errorf("chaos: PoisonKey: want a key from 0 to %d, with PoisonFor a positive duration", c.Keys-1)
 	}
@@ -275,6 +303,21 @@ type Report struct {
 	Deliveries  int
 	ProduceTook time.Duration
 
+	// With Config.FunctionTimeout, what the function saw. Invocations
+	// counts them; HandlerOverlaps the pairs of invocations carrying one
+	// key that ran at overlapping times (across owners, runs and lanes),
+	// MaxHandlerOverlap the longest; HandlerOrderViolations the times a
+	// key's records, over every invocation in the order they ran,
+	// re-deliveries included, skipped ahead: after record n of a key, the
+	// next one seen must be n+1, or n or earlier (a replay, which must then
+	// go on in order).
+	Invocations            int
+	HandlerOverlaps        int
+	MaxHandlerOverlap      time.Duration
+	HandlerOverlapSample   []string
+	HandlerOrderViolations int
+	HandlerOrderSample     []string
+
 	// PoisonRefusals counts the deliveries the target refused for the
 	// poison key; PoisonHeld how long it refused them.
 	PoisonRefusals int
@@ -307,6 +350,13 @@ func (r Report) Problems() []string {
 	if r.Unattributed > 0 {
 		p = append(p, fmt.Sprintf("%d deliveries by no known loop", r.Unattributed))
 	}
+	if r.HandlerOverlaps > 0 {
+		p = append(p, fmt.Sprintf("%d pairs of invocations of one key overlapped at the function (longest %s), e.g. %s",
+			r.HandlerOverlaps, r.MaxHandlerOverlap.Round(time.Millisecond), strings.Join(r.HandlerOverlapSample, "; ")))
+	}
+	if r.HandlerOrderViolations > 0 {
+		p = append(p, fmt.Sprintf("the function saw a key's records out of order %d times, e.g. %s", r.HandlerOrderViolations, strings.Join(r.HandlerOrderSample, "; ")))
+	}
 	return p
 }
 
@@ -332,7 +382,17 @@ func (r Report) Summary() string {
 		r.Seed, r.Produced, r.ProduceTook.Round(time.Second), r.Delivered, r.Duplicates, r.DuplicateRatio(), r.Lost, r.OrderViolations,
 		len(r.Kills), mid, r.Split, r.Merged[0], r.Merged[1], r.Recreated, strings.Join(r.Generations, " > "), strings.Join(skews, " "),
 		r.Loops, r.Owners, r.Deliveries, r.MaxOverlap.Round(time.Millisecond), r.Lease, r.Unattributed,
-		strings.Join(fs, " "), max(1, r.Factor), r.PoisonRefusals, r.PoisonHeld, r.DrainTook.Round(100*time.Millisecond), r.Elapsed.Round(time.Second))
+		strings.Join(fs, " "), max(1, r.Factor), r.PoisonRefusals, r.PoisonHeld, r.DrainTook.Round(100*time.Millisecond), r.Elapsed.Round(time.Second)) +
+		r.functionSummary()
+}
+
+// functionSummary is the Summary's part about the function model, "" without it.
+func (r Report) functionSummary() string {
+	if r.Invocations == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the function ran %d invocations: %d pairs of one key overlapped (longest %s), %d out of order",
+		r.Invocations, r.HandlerOverlaps, r.MaxHandlerOverlap.Round(time.Millisecond), r.HandlerOrderViolations)
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -371,10 +431,20 @@ type harness struct {
 	gens        []string
 	poisonUntil time.Time // the target refuses the poison key until then
 	refusals    int
+	invocations []*invocation // with Config.FunctionTimeout, as the function ran them
+}
+
+// invocation is one invocation of the function model: the records it
+// carried, when it began and when it ended (zero while it runs).
+type invocation struct {
+	owner      string
+	records    []recID
+	start, end time.Time
 }
 
 // slot is one runner: it may be restarted with another start position.
 type slot struct {
+	down   atomic.Bool // cut off the lease table (Config.PartitionEvery)
 	mu     sync.Mutex
 	i      int
 	start  string
@@ -457,6 +527,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		chaosWG.Go(func() { h.reshard(prodCtx, time.Now(), &rep) })
 	}
 	chaosWG.Go(func() { h.changeStarts(prodCtx, time.Now()) })
+	if cfg.PartitionEvery > 0 {
+		chaosWG.Go(func() { h.partitions(prodCtx) })
+	}
 	progress := time.NewTicker(5 * time.Second)
 	defer progress.Stop()
 
@@ -514,10 +587,11 @@ func (h *harness) startSlot(sl *slot, start string) error {
 	}
 	r, err := runner.New(runner.Options{
 		Subscriptions: []coordinator.Subscription{{Stream: cfg.Stream, Start: h.resolveStart(start)}},
-		Store:         &faults.Store{Store: ds, Rates: cfg.StoreFaults, In: h.in},
+		Store:         &faults.Partition{Store: &faults.Store{Store: ds, Rates: cfg.StoreFaults, In: h.in}, Down: sl.down.Load, In: h.in},
 		Kinesis:       h.kin,
 		Reader: reader.Options{
 			Target:        &faults.Target{Target: h.sink(sl.i), Rates: cfg.TargetFaults, In: h.in},
+			TargetTimeout: cfg.FunctionTimeout,
 			BatchSize:     cfg.BatchSize,
 			PollInterval:  cfg.Poll,
 			RunLength:     cfg.RunLength,
@@ -893,6 +967,9 @@ var (
 // settles half a batch and kills its own loop, as a process dying in the
 // middle of a delivery would.
 func (h *harness) sink(i int) reader.Target {
+	if h.cfg.FunctionTimeout > 0 {
+		return h.function(i)
+	}
 	return reader.FuncTarget(func(ctx context.Context, b reader.Batch) (int, error) {
 		start := time.Now()
 		h.mu.Lock()
@@ -911,32 +988,9 @@ func (h *harness) sink(i int) reader.Target {
 		if kill {
 			n /= 2
 		}
-		for _, rec := range b.Records[:n] {
-			id, ok := parse(rec.Data)
-			if !ok {
-				continue
-			}
-			h.seen[id]++
-			if h.seen[id] > 1 {
-				h.dups++
-				continue
-			}
-			if id.key < len(h.next) {
-				if id.n != h.next[id.key] {
-					h.orderBad++
-					if len(h.orderSample) < 5 {
-						h.orderSample = append(h.orderSample, fmt.Sprintf("key %d: record %d first delivered while %d was expected (shard %s)", id.key, id.n, h.next[id.key], b.ShardID))
-					}
-				}
-				h.next[id.key] = max(h.next[id.key], id.n+1)
-			}
-		}
+		h.settledLocked(b.ShardID, b.Records[:n])
 		owner, _ := runner.LoopOwner(ctx)
-		shard := b.ShardID
-		if h.phase > 1 {
-			shard = fmt.Sprintf("%d/%s", h.phase, shard)
-		}
-		h.deliveries = append(h.deliveries, delivery{runner: i, owner: owner, shard: shard, start: start, end: time.Now(), records: n})
+		h.deliveries = append(h.deliveries, delivery{runner: i, owner: owner, shard: h.shardLocked(b.ShardID), start: start, end: time.Now(), records: n})
 		h.mu.Unlock()
 		if poisoned {
 			return n, errPoison
@@ -950,6 +1004,130 @@ func (h *harness) sink(i int) reader.Target {
 		h.mu.Unlock()
 		return n, errKilled
 	})
+}
+
+// settledLocked counts what the target settled: records first settled,
+// duplicates, and a record first settled before an earlier one of its key.
+func (h *harness) settledLocked(shardID string, recs []ktypes.Record) {
+	for _, rec := range recs {
+		id, ok := parse(rec.Data)
+		if !ok {
+			continue
+		}
+		h.seen[id]++
+		if h.seen[id] > 1 {
+			h.dups++
+			continue
+		}
+		if id.key < len(h.next) {
+			if id.n != h.next[id.key] {
+				h.orderBad++
+				if len(h.orderSample) < 5 {
+					h.orderSample = append(h.orderSample, fmt.Sprintf("key %d: record %d first delivered while %d was expected (shard %s)", id.key, id.n, h.next[id.key], shardID))
+				}
+			}
+			h.next[id.key] = max(h.next[id.key], id.n+1)
+		}
+	}
+}
+
+// shardLocked names a shard with the stream's incarnation after a
+// re-creation: "2/shardId-…".
+func (h *harness) shardLocked(shardID string) string {
+	if h.phase > 1 {
+		return fmt.Sprintf("%d/%s", h.phase, shardID)
+	}
+	return shardID
+}
+
+// function is runner i's target with Config.FunctionTimeout: a model of a
+// Lambda function. Each invocation runs to its own end whatever its caller
+// does; the caller gets the answer only if its context outlives it. What
+// the function saw is recorded as it began (its records) and ended.
+func (h *harness) function(i int) reader.Target {
+	return reader.FuncTarget(func(ctx context.Context, b reader.Batch) (int, error) {
+		start := time.Now()
+		owner, _ := runner.LoopOwner(ctx)
+		h.mu.Lock()
+		run := h.cfg.InvokeMin + time.Duration(h.rng.Int64N(int64(h.cfg.InvokeMax-h.cfg.InvokeMin)+1))
+		timedOut := run > h.cfg.FunctionTimeout
+		run = min(run, h.cfg.FunctionTimeout)
+		n := len(b.Records)
+		poisoned := false
+		if start.Before(h.poisonUntil) {
+			for k, rec := range b.Records {
+				if id, ok := parse(rec.Data); ok && id.key == h.cfg.PoisonKey {
+					n, poisoned = k, true
+					h.refusals++
+					break
+				}
+			}
+		}
+		kill := h.killing && h.rng.Float64() < h.cfg.MidBatchKill
+		inv := &invocation{owner: owner, start: start}
+		for _, rec := range b.Records {
+			if id, ok := parse(rec.Data); ok {
+				inv.records = append(inv.records, id)
+			}
+		}
+		h.invocations = append(h.invocations, inv)
+		shard := h.shardLocked(b.ShardID)
+		h.mu.Unlock()
+		done := make(chan struct{})
+		go func() { // the function: it runs to its end
+			time.Sleep(run)
+			h.mu.Lock()
+			inv.end = time.Now()
+			h.deliveries = append(h.deliveries, delivery{runner: i, owner: owner, shard: shard, start: start, end: inv.end, records: n})
+			h.mu.Unlock()
+			close(done)
+		}()
+		if kill { // the loop's host dies halfway through the invocation
+			go func() {
+				time.Sleep(run / 2)
+				if killed := h.runners[i].runner().Kill(h.cfg.Stream, b.ShardID); killed != "" {
+					h.mu.Lock()
+					h.kills = append(h.kills, Kill{At: time.Now(), Runner: i, Shard: b.ShardID, Owner: killed, MidBatch: true})
+					h.mu.Unlock()
+				}
+			}()
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return 0, ctx.Err() // the caller gave up; the function did not
+		}
+		if timedOut {
+			return 0, fmt.Errorf("chaos: Task timed out after %s", h.cfg.FunctionTimeout)
+		}
+		h.mu.Lock()
+		h.settledLocked(b.ShardID, b.Records[:n])
+		h.mu.Unlock()
+		if poisoned {
+			return n, errPoison
+		}
+		return n, nil
+	})
+}
+
+// partitions cuts one runner at random off the lease table for
+// PartitionFor, every PartitionEvery.
+func (h *harness) partitions(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(h.cfg.PartitionEvery):
+		}
+		sl := h.runners[h.rngIntN(len(h.runners))]
+		h.cfg.Logf("chaos: runner %d cut off the lease table for %s", sl.i, h.cfg.PartitionFor)
+		sl.down.Store(true)
+		select {
+		case <-ctx.Done():
+		case <-time.After(h.cfg.PartitionFor):
+		}
+		sl.down.Store(false)
+	}
 }
 
 // killLoops kills a random running loop every KillMin to KillMax.
@@ -1120,6 +1298,58 @@ func (h *harness) split(ctx context.Context) (string, []string, error) {
 	return "", nil, fmt.Errorf("split of %s: children not listed", s.ID)
 }
 
+// judgeFunctionLocked judges what the function model saw (Report's
+// Handler fields): per key, every invocation that carried it, in the order
+// they began.
+func (h *harness) judgeFunctionLocked(rep *Report) {
+	rep.Invocations = len(h.invocations)
+	type carried struct {
+		inv  *invocation
+		recs []int // the key's record numbers in it, in order
+	}
+	byKey := map[int][]carried{}
+	for _, inv := range h.invocations {
+		recs := map[int][]int{}
+		for _, id := range inv.records {
+			recs[id.key] = append(recs[id.key], id.n)
+		}
+		for key, ns := range recs {
+			byKey[key] = append(byKey[key], carried{inv: inv, recs: ns})
+		}
+	}
+	for key, cs := range byKey {
+		slices.SortStableFunc(cs, func(a, b carried) int { return a.inv.start.Compare(b.inv.start) })
+		var last int = -1
+		var ends time.Time // the latest end of the invocations before
+		var endsBy string
+		for _, c := range cs {
+			end := c.inv.end
+			if end.IsZero() {
+				end = time.Now() // still running when the run ended
+			}
+			if ov := ends.Sub(c.inv.start); ov > 0 {
+				rep.HandlerOverlaps++
+				rep.MaxHandlerOverlap = max(rep.MaxHandlerOverlap, ov)
+				if len(rep.HandlerOverlapSample) < 5 {
+					rep.HandlerOverlapSample = append(rep.HandlerOverlapSample, fmt.Sprintf("key %d: an invocation by %s began %s before one by %s ended", key, c.inv.owner, ov.Round(time.Millisecond), endsBy))
+				}
+			}
+			if end.After(ends) {
+				ends, endsBy = end, c.inv.owner
+			}
+			for _, n := range c.recs {
+				if last >= 0 && n > last+1 {
+					rep.HandlerOrderViolations++
+					if len(rep.HandlerOrderSample) < 5 {
+						rep.HandlerOrderSample = append(rep.HandlerOrderSample, fmt.Sprintf("key %d: record %d seen right after %d (by %s)", key, n, last, c.inv.owner))
+					}
+				}
+				last = n
+			}
+		}
+	}
+}
+
 // analyze fills the report from what was recorded.
 func (h *harness) analyze(rep *Report) {
 	h.mu.Lock()
@@ -1142,6 +1372,8 @@ func (h *harness) analyze(rep *Report) {
 			}
 		}
 	}
+
+	h.judgeFunctionLocked(rep)
 
 	// Per shard and owner, the span from the first delivery's start to the
 	// last one's end.

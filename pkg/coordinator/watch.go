@@ -231,7 +231,7 @@ func (c *Coordinator) watchStream(ctx context.Context, sub Subscription, name st
 			}
 			why, waiting := pr.Waiting[id]
 			switch {
-			case waiting && why.Kind == shards.Held:
+			case waiting && (why.Kind == shards.Held || why.Kind == shards.Fenced):
 				keep = append(keep, i) // renewed or taken in between: the next read says which
 			case waiting:
 				res[i].Reason = why
