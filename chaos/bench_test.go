@@ -650,12 +650,12 @@ func BenchmarkChaosV2(b *testing.B) {
 		Skew:            30 * time.Second,
 		Recreate:        true,
 		FunctionTimeout: 3 * time.Second, InvokeMin: 20 * time.Millisecond, InvokeMax: 3 * time.Second,
-		PartitionEvery:  20 * time.Second,
-		KinesisFaults:   faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
-		StoreFaults:     faults.StoreRates{Before: 0.02, After: 0.02, SlowRenew: 0.2, SlowMin: 2 * time.Second, SlowMax: 5 * time.Second},
-		TargetFaults:    faults.TargetRates{Fail: 0.03, Partial: 0.03},
-		Seed:            s,
-		Logf:            b.Logf,
+		PartitionEvery: 20 * time.Second,
+		KinesisFaults:  faults.KinesisRates{Throttle: 0.05, Expired: 0.02, Other: 0.02, ListShards: 0.05},
+		StoreFaults:    faults.StoreRates{Before: 0.02, After: 0.02, SlowRenew: 0.2, SlowMin: 2 * time.Second, SlowMax: 5 * time.Second},
+		TargetFaults:   faults.TargetRates{Fail: 0.03, Partial: 0.03},
+		Seed:           s,
+		Logf:           b.Logf,
 	})
 	fmt.Println("chaos v2 summary:", rep.Summary())
 	if err != nil {
