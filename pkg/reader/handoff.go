@@ -104,19 +104,20 @@ func (r *run) failures(st *State, whole bool) {
 	}
 
 	// Lanes apart: each lane's first unsettled record, up to the last record
-	// read. Else what the previous run left, while this run did not read as
-	// far.
+	// routed to the lanes (not the last read: a read that completed as the
+	// run was cut was never routed, and none of its records settled). Else
+	// what the previous run left, while this run did not route as far.
 	var pending []string
 	switch {
 	case !whole:
-		st.SettledTo = r.cur.lastRead
+		st.SettledTo = r.routedTo
 		pending = make([]string, r.factor)
 		for i, b := range r.book {
 			if len(b.q) > 0 {
 				pending[i] = b.q[0].seq()
 			}
 		}
-	case r.ahead.to != "" && r.ahead.factor == r.factor && (r.cur.lastRead == "" || seqLess(r.cur.lastRead, r.ahead.to)):
+	case r.ahead.to != "" && r.ahead.factor == r.factor && (r.routedTo == "" || seqLess(r.routedTo, r.ahead.to)):
 		st.SettledTo, pending = r.ahead.to, r.ahead.pending
 	}
 	if st.SettledTo == "" && !hasFailure(laneFail) {

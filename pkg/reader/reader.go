@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/shards"
 )
@@ -186,6 +188,7 @@ type run struct {
 	book       []laneBook
 	reads      []readMark
 	written    string // the checkpoint on the row, as far as this run knows
+	routedTo   string // the last record this run routed (took): what a hand-on may say it settled up to
 	want       string // the checkpoint the ledger allows
 	failedAt   string // the last checkpoint write that failed (not a lost lease)
 	settledIn  map[string]bool
@@ -543,6 +546,7 @@ func (r *run) took(out readOut) {
 	if len(out.recs) == 0 {
 		return
 	}
+	r.routedTo = aws.ToString(out.recs[len(out.recs)-1].SequenceNumber)
 	mark := readMark{first: r.led.head() + len(r.led.entries), iter: out.iterIn, issued: out.issuedIn}
 	r.polled(len(out.recs))
 	us, lead := r.units(out.recs)
