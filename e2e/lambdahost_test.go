@@ -201,6 +201,7 @@ func (in *instance) post(ctx context.Context, payload []byte) (int, []byte, erro
 type pool struct {
 	name    string
 	timeout time.Duration // the function's configured timeout
+	added   time.Time     // when it was added: its LastModified
 	all     []*instance
 	free    chan *instance
 }
@@ -301,7 +302,7 @@ func (h *lambdaHost) add(name, bootstrap string, n int, timeout time.Duration, e
 	env = append(env,
 		"AWS_LAMBDA_FUNCTION_NAME="+name,
 		fmt.Sprintf("AWS_LAMBDA_FUNCTION_TIMEOUT=%d", int(timeout/time.Second)))
-	p := &pool{name: name, timeout: timeout, free: make(chan *instance, n)}
+	p := &pool{name: name, timeout: timeout, added: time.Now(), free: make(chan *instance, n)}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -361,7 +362,8 @@ func (h *lambdaHost) handleConfiguration(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"FunctionName": name, "Timeout": int(p.timeout / time.Second)})
+	_ = json.NewEncoder(w).Encode(map[string]any{"FunctionName": name, "Timeout": int(p.timeout / time.Second),
+		"LastModified": p.added.UTC().Format("2006-01-02T15:04:05.000-0700")})
 }
 
 func (h *lambdaHost) handleInvoke(w http.ResponseWriter, r *http.Request) {

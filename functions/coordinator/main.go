@@ -41,5 +41,5 @@ func setup(log *slog.Logger, invocations *handlers.Invocations) (*handlers.Coord
 	if err != nil {
 		return nil, err
 	}
-	return handlers.NewCoordinator(env, cfg, log, handlers.WithMetrics(os.Stdout), handlers.WithInvocations(invocations))
+	return handlers.NewCoordinator(context.Background(), env, cfg, log, handlers.WithMetrics(os.Stdout), handlers.WithInvocations(invocations))
 }

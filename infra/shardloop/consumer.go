@@ -219,6 +219,9 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	allow(coordinatorRole, "ListShards", []string{"kinesis:DescribeStreamSummary", "kinesis:ListShards"}, streamArn)
 	allow(coordinatorRole, "Leases", []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"}, tableArn)
 	allow(coordinatorRole, "StartShardLoops", []string{"states:StartExecution"}, c.StateMachine.StateMachineArn())
+	// Its own last update: when its start position was deployed, which
+	// orders start generations.
+	allow(coordinatorRole, "ReadOwnDeployTime", []string{"lambda:GetFunctionConfiguration"}, coordinatorArn)
 	allow(coordinatorRole, "Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, coordinatorLogs.LogGroupArn())
 	c.Coordinator = awslambda.NewFunction(c.Construct, jsii.String("Coordinator"), &awslambda.FunctionProps{
 		FunctionName:  jsii.String(coordinatorName),

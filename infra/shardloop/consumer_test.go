@@ -294,6 +294,7 @@ func TestRoles_GrantExactlyTheActionsAndResourcesEachPartNeeds(t *testing.T) {
 			{"ListShards", []string{"kinesis:DescribeStreamSummary", "kinesis:ListShards"}, []string{stream}},
 			{"Leases", []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"}, []string{table}},
 			{"StartShardLoops", []string{"states:StartExecution"}, []string{canon(t, map[string]any{"Ref": machineID})}},
+			{"ReadOwnDeployTime", []string{"lambda:GetFunctionConfiguration"}, []string{coordinatorArn}},
 			{"Logs", []string{"logs:CreateLogStream", "logs:PutLogEvents"}, []string{getAtt(coordinatorLogs)}},
 		}},
 		{"ConsumerShardLoopRole", []statement{

@@ -325,7 +325,7 @@ type Coordinator struct {
 // metrics.StaleConfiguration. The loops it starts carry the stream's ARN
 // (the records' eventSourceARN), which every pass reads with
 // DescribeStreamSummary.
-func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger, optFns ...Option) (*Coordinator, error) {
+func NewCoordinator(ctx context.Context, env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger, optFns ...Option) (*Coordinator, error) {
 	o := optionsOf(optFns)
 	rec, err := newRecorder(log, o, false)
 	if err != nil {
@@ -348,8 +348,14 @@ func NewCoordinator(env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger,
 		runLength = lambdaenv.DefaultRunLength
 	}
 	h := &Coordinator{inv: o.invocations, window: env.Window, runLength: runLength, stream: stream, stateMachine: env.StateMachineARN, metrics: rec, log: log}
+	var deployed time.Time
+	if env.Function != "" && env.Start != "" {
+		if deployed, err = DeployedAt(ctx, awsconf.NewLambda(cfg), env.Function); err != nil {
+			log.Warn("could not read when this configuration was deployed; start generations are ordered by when each was first recorded", "err", err)
+		}
+	}
 	h.c, err = coordinator.New(coordinator.Config{
-		Subscriptions: []coordinator.Subscription{{Stream: env.Stream, Start: env.Start, CreateShards: env.CreateShards}},
+		Subscriptions: []coordinator.Subscription{{Stream: env.Stream, Start: env.Start, CreateShards: env.CreateShards, DeployedAt: deployed}},
 		Logger:        log,
 		OnPass:        h.onPass,
 	}, store, awsconf.NewKinesis(cfg), CountingStarter(sfnStarter, rec))

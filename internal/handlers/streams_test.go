@@ -97,7 +97,7 @@ func TestCoordinator_MissingStreamCountsStreamNotFoundOncePerPass(t *testing.T) 
 	stream := testaws.Name(t)
 	var emf, logs lockedBuffer
 	log, invocations := handlers.NewLogger(&logs, lambdaenv.Log{JSON: true})
-	h, err := handlers.NewCoordinator(lambdaenv.Coordinator{
+	h, err := handlers.NewCoordinator(t.Context(), lambdaenv.Coordinator{
 		Stream: stream, Table: testaws.Name(t), StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop",
 		Start: "latest", Window: time.Second,
 	}, cfg, log, handlers.WithMetrics(&emf), handlers.WithInvocations(invocations),
@@ -171,7 +171,7 @@ func TestCoordinator_StreamByNameStartsLoopsWithItsARN(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var loops []coordinator.Loop
-	h, err := handlers.NewCoordinator(lambdaenv.Coordinator{
+	h, err := handlers.NewCoordinator(t.Context(), lambdaenv.Coordinator{
 		Stream: stream, Table: table, StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop",
 		Start: "latest", Window: time.Second,
 	}, cfg, slog.New(slog.DiscardHandler), handlers.WithStarter(coordinator.StarterFunc(func(_ context.Context, l coordinator.Loop) error {
@@ -373,7 +373,7 @@ func TestCoordinator_FailedExecutionEventTakesItsShardOnceTheLeaseLapses(t *test
 		return append([]coordinator.Loop(nil), loops...)
 	}
 	newHandler := func() *handlers.Coordinator {
-		h, err := handlers.NewCoordinator(lambdaenv.Coordinator{Stream: stream, Table: table, StateMachineARN: machine, RunLength: 5 * time.Second},
+		h, err := handlers.NewCoordinator(t.Context(), lambdaenv.Coordinator{Stream: stream, Table: table, StateMachineARN: machine, RunLength: 5 * time.Second},
 			cfg, slog.New(slog.DiscardHandler), handlers.WithStarter(coordinator.StarterFunc(func(_ context.Context, l coordinator.Loop) error {
 				mu.Lock()
 				defer mu.Unlock()
@@ -421,7 +421,7 @@ func TestCoordinator_FailedExecutionEventTakesItsShardOnceTheLeaseLapses(t *test
 // silent pass.
 func TestCoordinator_RefusesAnEventItDoesNotTake(t *testing.T) {
 	cfg := localAWS(t, "")
-	h, err := handlers.NewCoordinator(lambdaenv.Coordinator{Stream: "orders", Table: "t",
+	h, err := handlers.NewCoordinator(t.Context(), lambdaenv.Coordinator{Stream: "orders", Table: "t",
 		StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop"}, cfg, slog.New(slog.DiscardHandler),
 		handlers.WithStarter(coordinator.StarterFunc(func(context.Context, coordinator.Loop) error { return nil })))
 	if err != nil {

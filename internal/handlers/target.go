@@ -114,3 +114,21 @@ func FenceFor(timeout, fence, runLength time.Duration) (time.Duration, error) {
 	}
 	return fence, nil
 }
+
+// lastModifiedLayout is how Lambda writes a function's LastModified.
+const lastModifiedLayout = "2006-01-02T15:04:05.000-0700"
+
+// DeployedAt returns when function was last updated (its configuration's
+// LastModified, on Lambda's clock): the deploy time of the configuration it
+// runs, which orders start generations (coordinator.Subscription.DeployedAt).
+func DeployedAt(ctx context.Context, api FunctionConfigAPI, function string) (time.Time, error) {
+	out, err := api.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the configuration of %s (lambda:GetFunctionConfiguration on it is needed): %w", function, err)
+	}
+	at, err := time.Parse(lastModifiedLayout, aws.ToString(out.LastModified))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the configuration of %s: LastModified %q: %w", function, aws.ToString(out.LastModified), err)
+	}
+	return at, nil
+}

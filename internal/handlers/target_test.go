@@ -116,3 +116,19 @@ func TestFenceFor(t *testing.T) {
 		})
 	}
 }
+
+func TestDeployedAt_IsTheFunctionsLastUpdate(t *testing.T) {
+	api := configFunc(func(in *lambda.GetFunctionConfigurationInput) (*lambda.GetFunctionConfigurationOutput, error) {
+		return &lambda.GetFunctionConfigurationOutput{LastModified: aws.String("2026-11-30T10:11:12.345+0000")}, nil
+	})
+	at, err := DeployedAt(t.Context(), api, "shardloop-coordinator")
+	if err != nil || !at.Equal(time.Date(2026, 11, 30, 10, 11, 12, 345e6, time.UTC)) {
+		t.Fatalf("DeployedAt = %v, %v", at, err)
+	}
+	bad := configFunc(func(*lambda.GetFunctionConfigurationInput) (*lambda.GetFunctionConfigurationOutput, error) {
+		return &lambda.GetFunctionConfigurationOutput{LastModified: aws.String("yesterday")}, nil
+	})
+	if _, err := DeployedAt(t.Context(), bad, "f"); err == nil || !strings.Contains(err.Error(), "yesterday") {
+		t.Fatalf("an unreadable LastModified: err = %v", err)
+	}
+}

@@ -172,6 +172,10 @@ type Coordinator struct {
 	// shardreader reads too): a watch after a failed loop lasts at most
 	// WatchFor(RunLength).
 	RunLength time.Duration
+	// Function is the coordinator's own function name
+	// (AWS_LAMBDA_FUNCTION_NAME, which Lambda sets), whose last update is
+	// its configuration's deploy time; empty outside Lambda.
+	Function string
 }
 
 type env struct {
@@ -320,6 +324,7 @@ func CoordinatorFromEnv(getenv func(string) string) (Coordinator, error) {
 		CreateShards:    e.intIn(VarCreateShards, 0, CreateShardsLimit),
 		Window:          e.windowOrNone(VarWindow, WindowLimit),
 		RunLength:       e.duration(VarRunLength, DefaultRunLength, RunLengthLimit),
+		Function:        getenv("AWS_LAMBDA_FUNCTION_NAME"),
 	}
 	if c.Stream != "" {
 		if _, err := shards.StreamName(c.Stream); err != nil {

@@ -39,6 +39,12 @@ type Subscription struct {
 	// CreateShards, when positive, creates a missing stream in provisioned
 	// mode with that many shards.
 	CreateShards int
+	// DeployedAt is when this configuration was deployed (the coordinator
+	// function's last update; a local runner's start), zero when unknown.
+	// Between two configurations that both know theirs, the one deployed
+	// later is the newer generation, whichever coordinator passes first;
+	// otherwise the one the table has not seen is (lease.Generation).
+	DeployedAt time.Time
 }
 
 // Config configures a Coordinator.

@@ -53,9 +53,13 @@ func generationID(sub Subscription) string {
 //   - The record is this configuration's: finish it if not yet applied.
 //   - Without a configured start, never begin over a record: follow it.
 //   - A configuration the record has superseded is older: stale.
+//   - A configuration deployed before the record's (both deploy times
+//     known) is older, though the table has not seen it (its coordinator
+//     passed late): stale.
 //   - Any other configuration is one the table has not seen, so newer than
-//     the record: begin. Generations are thereby ordered by when each was
-//     first recorded, and a superseded one is never applied again.
+//     the record: begin. Generations are thereby ordered by deploy time
+//     where known, else by when each was first recorded, and a superseded
+//     one is never applied again.
 func stepFor(rec lease.Generation, found bool, sub Subscription, incarnation int64) genStep {
 	id := generationID(sub)
 	sameIncarnation := found && (rec.Incarnation == 0 || incarnation == 0 || rec.Incarnation == incarnation)
@@ -73,6 +77,8 @@ func stepFor(rec lease.Generation, found bool, sub Subscription, incarnation int
 	case sub.Start == "":
 		return genFollow
 	case rec.Supersedes(id):
+		return genStale
+	case !sub.DeployedAt.IsZero() && !rec.DeployedAt.IsZero() && sub.DeployedAt.Before(rec.DeployedAt):
 		return genStale
 	}
 	return genBegin
@@ -106,7 +112,7 @@ func pinTip(serverNow time.Time) string {
 func newGeneration(prev lease.Generation, found bool, sub Subscription, listing []shards.Shard, incarnation int64, serverNow, now time.Time, name string) lease.Generation {
 	g := lease.Generation{
 		ID: generationID(sub), Start: sub.Start, Tip: pinTip(serverNow), Order: 1,
-		Incarnation: incarnation, RecordedAt: now, RecordedBy: name,
+		Incarnation: incarnation, DeployedAt: sub.DeployedAt, RecordedAt: now, RecordedBy: name,
 	}
 	if sub.Start == "" || sub.Start == string(reader.Latest) {
 		g.Start = g.Tip

@@ -8,6 +8,18 @@ import (
 	"github.com/shardloop/shardloop/pkg/shards"
 )
 
+// deployed stamps a generation record with a deploy time (seconds).
+func deployed(g lease.Generation, secs int64) lease.Generation {
+	g.DeployedAt = time.Unix(secs, 0)
+	return g
+}
+
+// at stamps a subscription with a deploy time (seconds).
+func at(s Subscription, secs int64) Subscription {
+	s.DeployedAt = time.Unix(secs, 0)
+	return s
+}
+
 func TestStepFor(t *testing.T) {
 	horizon := Subscription{Stream: "s", Start: "horizon", Generation: "gh"}
 	latest := Subscription{Stream: "s", Start: "latest", Generation: "gl"}
@@ -43,6 +55,12 @@ func TestStepFor(t *testing.T) {
 		{"SupersededConfigurationStaysStaleOnANewIncarnation", rec("gl", true, 5, "gh"), true, horizon, 7, genStale},
 		{"SupersededDefaultStaysStaleOnANewIncarnation", rec("gh", true, 5, lease.DefaultGeneration), true, none, 7, genStale},
 		{"CurrentConfigurationBeginsTheNewIncarnation", rec("gl", true, 5, "gh"), true, latest, 7, genBegin},
+		// Deployed earlier than the record's configuration, though its
+		// coordinator passed only now: older, whatever the table saw first.
+		{"DeployedBeforeTheRecordIsStale", deployed(rec("gh", true, 7), 20), true, at(latest, 10), 7, genStale},
+		{"DeployedAfterTheRecordBegins", deployed(rec("gh", true, 7), 20), true, at(latest, 30), 7, genBegin},
+		{"UnknownDeployTimeIsNewerWhenUnseen", deployed(rec("gh", true, 7), 20), true, latest, 7, genBegin},
+		{"ARecordWithoutADeployTimeIsOlderThanAnUnseenOne", rec("gh", true, 7), true, at(latest, 10), 7, genBegin},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -48,6 +48,7 @@ const (
 	attrGenRecordedAt  = "generation_recorded_at" // epoch milliseconds, the recorder's clock
 	attrGenRecordedBy  = "generation_recorded_by"
 	attrGenIncarnation = "generation_incarnation"
+	attrGenDeployedAt  = "generation_deployed_at" // epoch milliseconds
 
 	// A runner's heartbeat row, keyed "<stream>#runner#<id>", and the row
 	// listing a stream's runners, keyed "<stream>#runners". Neither has a
@@ -146,6 +147,7 @@ type genRow struct {
 	RecordedAt  int64    `dynamodbav:"generation_recorded_at,omitempty"`
 	RecordedBy  string   `dynamodbav:"generation_recorded_by,omitempty"`
 	Incarnation int64    `dynamodbav:"generation_incarnation,omitempty"`
+	DeployedAt  int64    `dynamodbav:"generation_deployed_at,omitempty"`
 }
 
 func decode(item map[string]types.AttributeValue) (Lease, error) {
@@ -682,6 +684,9 @@ func (s *DynamoStore) GetGeneration(ctx context.Context, stream string) (Generat
 	if r.RecordedAt != 0 {
 		g.RecordedAt = time.UnixMilli(r.RecordedAt)
 	}
+	if r.DeployedAt != 0 {
+		g.DeployedAt = time.UnixMilli(r.DeployedAt)
+	}
 	return g, nil
 }
 
@@ -699,6 +704,9 @@ func (s *DynamoStore) PutGeneration(ctx context.Context, stream string, g Genera
 	}
 	if g.RecordedAt.IsZero() {
 		delete(item, attrGenRecordedAt)
+	}
+	if !g.DeployedAt.IsZero() {
+		item[attrGenDeployedAt] = &types.AttributeValueMemberN{Value: fmt.Sprint(ms(g.DeployedAt))}
 	}
 	cond := expression.AttributeNotExists(expression.Name(attrKey))
 	if prevOrder > 0 {

@@ -310,6 +310,12 @@ type Generation struct {
 	// every one of them has it.
 	Shards  []string
 	Applied bool
+	// DeployedAt is when the configuration that recorded it was deployed
+	// (its coordinator function's last update, as Lambda reports it; the
+	// time a local runner started), zero when unknown. Configurations are
+	// ordered by it where both know theirs: one deployed earlier never
+	// supersedes the record of one deployed later, whichever passed first.
+	DeployedAt time.Time
 	// RecordedAt (the recorder's clock) and RecordedBy are for operators.
 	RecordedAt time.Time
 	RecordedBy string
