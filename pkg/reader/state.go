@@ -100,9 +100,9 @@ type State struct {
 	SettledUnder string `json:"settledUnder"`
 
 	// Watch is the watch of the row a run ended in (ReasonWaiting): the
-	// next run goes on with it rather than wait from the start. nil
+	// next run goes on with it rather than wait from the start. null
 	// otherwise.
-	Watch *Watch `json:"watch,omitempty"`
+	Watch *Watch `json:"watch"`
 }
 
 // Watch is how long a run of the loop watched the row stand still: its
