@@ -671,8 +671,8 @@ func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 			if len(found) != 1 || !reflect.DeepEqual(found[0].Actions, tc.actions) || !reflect.DeepEqual(found[0].Resources, []string{resource}) {
 				t.Fatalf("OnFailureDestination statements = %+v, want %v on %s", found, tc.actions, resource)
 			}
-			if n := len(rolePolicy(t, tmpl, "CCoordinatorRole")); n != 4 {
-				t.Errorf("coordinator role has %d statements, want its 4", n)
+			if n := len(rolePolicy(t, tmpl, "CCoordinatorRole")); n != 5 {
+				t.Errorf("coordinator role has %d statements, want its 5", n)
 			}
 			_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
 			env := canon(t, reader.Properties["Environment"])
