@@ -80,9 +80,13 @@ func New(cfg Config, store lease.Store, kinesis KinesisAPI, starter Starter) (*C
 	case starter == nil:
 		return nil, &ConfigError{Field: "starter", Reason: "want a Starter"}
 	}
+	observer := cfg.Observer
+	if observer == nil {
+		observer = lease.NewObserver(cfg.LeaseDuration)
+	}
 	return &Coordinator{cfg: cfg, store: store, kinesis: kinesis, starter: starter,
 		nudge: make(chan struct{}, 1), passing: make(chan struct{}, 1), failedSignal: make(chan struct{}, 1), created: map[string]bool{},
-		observer: lease.NewObserver(cfg.LeaseDuration)}, nil
+		observer: observer}, nil
 }
 
 // Nudge asks a running Run or Serve to pass again at once. It never blocks.

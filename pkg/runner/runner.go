@@ -157,7 +157,10 @@ func New(opts Options) (*Runner, error) {
 			}
 			streams = append(streams, name)
 		}
-		r.bal = newBalancer(r, b, streams)
+		// One observer judges lapses for the coordinator's passes and the
+		// balancer's looks, which read the rows other runners hold.
+		cfg.Observer = lease.NewObserver(r.leaseFor)
+		r.bal = newBalancer(r, b, streams, cfg.Observer)
 		cfg.Claim = r.bal.claim
 		cfg.NewOwner = func(shardID string) string { return lease.RunnerOwner(coordinator.OwnerID(shardID), b.ID) }
 		cfg.Name = "shardloop run " + b.ID
