@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/internal/handlers"
@@ -24,7 +26,7 @@ import (
 )
 
 // runSynopsis is run's usage line.
-const runSynopsis = "shardloop run --stream S [--table T] [--target F] [--start P] [flags]"
+const runSynopsis = "shardloop run --stream S [--table T] [--target F] [--start P [--confirm-skip]] [flags]"
 
 // runFlags are run's flags, checked.
 type runFlags struct {
@@ -37,6 +39,7 @@ type runFlags struct {
 	targetTimeout                time.Duration
 	invokeIdentity               string
 	emf, verbose                 bool
+	confirmSkip                  bool
 	policy                       *policyFlags
 }
 
@@ -47,6 +50,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.StringVar(&f.table, "table", "", "DynamoDB lease table (created if missing); empty keeps leases in memory")
 	fs.StringVar(&f.target, "target", "", "target Lambda function name or ARN; empty prints each record")
 	fs.StringVar(&f.start, "start", "", "start position: "+lambdaenv.StartForms+"; empty: none, checkpoints decide and a shard without one opens at the tip")
+	fs.BoolVar(&f.confirmSkip, "confirm-skip", false, "start even though --start moves shards past records the table's current start has not delivered (run refuses and says which, without it)")
 	fs.IntVar(&f.create, "create-shards", 0, "create the stream with this many shards if it is missing ("+lambdaenv.CreateShardsLimit.Want()+")")
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
 	fs.IntVar(&f.factor, "parallelization-factor", reader.DefaultParallelizationFactor, "lanes delivering one shard's records concurrently, by partition key; one key's records stay in order ("+lambdaenv.ParallelizationFactorLimit.Want()+")")
@@ -79,6 +83,9 @@ func (f *runFlags) check() (reader.Options, error) {
 		return reader.Options{}, bad("--start %q: %v", f.start, err)
 	}
 	f.start = start
+	if f.confirmSkip && f.start == "" {
+		return reader.Options{}, bad("--confirm-skip without --start: only a start position skips records")
+	}
 	for _, c := range []struct {
 		flag  string
 		value string
@@ -150,6 +157,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := checkStart(ctx, store, kc, streamARN, f, log); err != nil {
+		return err
+	}
 	store = lease.WithLag(store, rec.Lag) // shardloop status shows it
 	if ro.OnFailure, err = handlers.OnFailureDestination(f.policy.destination, cfg); err != nil {
 		return err
@@ -189,6 +199,66 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Info("shardloop running; Ctrl-C stops (again: at once)", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table),
 		"runner", r.ID())
 	return r.Run(ctx)
+}
+
+// checkStart refuses a --start that would begin a new generation over
+// records the table's current start has not delivered, unless
+// --confirm-skip: it says on which shards, how many records and how old.
+func checkStart(ctx context.Context, store lease.Store, kc *kinesis.Client, streamARN string, f *runFlags, log *slog.Logger) error {
+	if f.start == "" {
+		return nil
+	}
+	check, err := coordinator.CheckStart(ctx, store, kc, coordinator.Subscription{Stream: streamARN, Start: f.start})
+	if err != nil {
+		return fmt.Errorf("--start %s: checking what it would skip: %w", f.start, err)
+	}
+	if !check.Begins || len(check.Skips) == 0 {
+		return nil
+	}
+	if f.confirmSkip {
+		log.Warn("--start skips records the table's current start has not delivered (--confirm-skip)", "start", f.start,
+			"shards", len(check.Skips), "records", coordinator.Skipped(check.Skips), "skipped", skipLines(check.Skips))
+		return nil
+	}
+	return &skipRefused{start: f.start, check: check}
+}
+
+// skipRefused is a --start refused because it would skip records not yet
+// delivered.
+type skipRefused struct {
+	start string
+	check coordinator.StartCheck
+}
+
+func (e *skipRefused) Error() string {
+	var b strings.Builder
+	rec := e.check.Recorded
+	fmt.Fprintf(&b, "--start %s would skip records not yet delivered on %d shard(s) of %s", e.start, len(e.check.Skips), e.check.Stream)
+	if e.check.Found {
+		fmt.Fprintf(&b, ": the table's current start (%s", rec.Start)
+		if rec.RecordedBy != "" {
+			fmt.Fprintf(&b, ", recorded by %s", rec.RecordedBy)
+		}
+		if !rec.RecordedAt.IsZero() {
+			fmt.Fprintf(&b, " at %s", rec.RecordedAt.UTC().Format(time.RFC3339))
+		}
+		b.WriteString(") has not delivered them")
+	}
+	b.WriteString(":\n")
+	for _, l := range skipLines(e.check.Skips) {
+		b.WriteString("  " + l + "\n")
+	}
+	b.WriteString("Start every runner of a table with the same --start (or none, to follow the start the table records), " +
+		"or pass --confirm-skip to skip them: the new start applies to every shard, and these records are never delivered.")
+	return b.String()
+}
+
+func skipLines(skips []coordinator.Skip) []string {
+	out := make([]string, len(skips))
+	for i, s := range skips {
+		out[i] = s.String()
+	}
+	return out
 }
 
 // stopTimeout is how long Ctrl-C waits for the deliveries in flight: the
