@@ -35,6 +35,7 @@ type runFlags struct {
 	batch                        int
 	factor                       int
 	windowSeconds                int
+	readAheadMiB                 int
 	poll, runLength              time.Duration
 	targetTimeout                time.Duration
 	invokeIdentity               string
@@ -55,6 +56,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
 	fs.IntVar(&f.factor, "parallelization-factor", reader.DefaultParallelizationFactor, "lanes delivering one shard's records concurrently, by partition key; one key's records stay in order ("+lambdaenv.ParallelizationFactorLimit.Want()+")")
 	fs.IntVar(&f.windowSeconds, "tumbling-window-seconds", 0, "tumbling windows of this many seconds, as Lambda's TumblingWindowInSeconds: the target gets events.KinesisTimeWindowEvent and must answer with a state ("+lambdaenv.TumblingWindowLimit.Want()+"; needs --parallelization-factor 1)")
+	fs.IntVar(&f.readAheadMiB, "read-ahead-mib", lambdaenv.DefaultReadAheadMiB, "memory budget for records read and not yet delivered, in MiB: reads pause at it ("+lambdaenv.ReadAheadMiBLimit.Want()+")")
 	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
 	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
 	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "the target function's own timeout, shorter than --run-length: one invoke waits this plus "+awsconf.TargetTimeoutMargin.String()+" for its answer, and no delivery starts that it would carry past a run; 0: unknown (an invoke waits up to "+lambdaenv.MaxTargetTimeout.String()+")")
@@ -95,6 +97,7 @@ func (f *runFlags) check() (reader.Options, error) {
 		{"--batch-size", strconv.Itoa(f.batch), lambdaenv.BatchSizeLimit.Check(f.batch)},
 		{"--parallelization-factor", strconv.Itoa(f.factor), lambdaenv.ParallelizationFactorLimit.Check(f.factor)},
 		{"--tumbling-window-seconds", strconv.Itoa(f.windowSeconds), lambdaenv.TumblingWindowLimit.Check(f.windowSeconds)},
+		{"--read-ahead-mib", strconv.Itoa(f.readAheadMiB), lambdaenv.ReadAheadMiBLimit.Check(f.readAheadMiB)},
 		{"--poll-interval", f.poll.String(), lambdaenv.PollIntervalLimit.Check(f.poll)},
 		{"--run-length", f.runLength.String(), lambdaenv.RunLengthLimit.Check(f.runLength)},
 	} {
@@ -121,6 +124,7 @@ func (f *runFlags) check() (reader.Options, error) {
 	o, err := f.policy.options(f.runLength)
 	o.TargetTimeout, o.ParallelizationFactor = f.targetTimeout, f.factor
 	o.TumblingWindow = time.Duration(f.windowSeconds) * time.Second
+	o.ReadAheadBytes = f.readAheadMiB << 20
 	return o, err
 }
 
@@ -335,7 +339,7 @@ func withPolicy(o, p reader.Options) reader.Options {
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
 	o.TargetTimeout, o.ParallelizationFactor = p.TargetTimeout, p.ParallelizationFactor
 	o.TumblingWindow = p.TumblingWindow
-	o.Filters = p.Filters
+	o.Filters, o.ReadAheadBytes = p.Filters, p.ReadAheadBytes
 	return o
 }
 

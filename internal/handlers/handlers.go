@@ -109,7 +109,7 @@ func NewShardReader(env lambdaenv.Reader, cfg aws.Config, log *slog.Logger, optF
 	opts.MaxRetryAttempts, opts.MaxRecordAge, opts.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
 	opts.BatchingWindow, opts.Deaggregate, opts.TargetTimeout = p.BatchingWindow, p.Deaggregate, p.TargetTimeout
 	opts.ParallelizationFactor, opts.TumblingWindow = p.ParallelizationFactor, p.TumblingWindow
-	opts.Filters = p.Filters
+	opts.Filters, opts.ReadAheadBytes = p.Filters, p.ReadAheadBytes
 	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
 		return nil, err
 	}
