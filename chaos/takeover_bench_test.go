@@ -65,6 +65,8 @@ func (p *runnerProc) deliveredAfter(shard string, at time.Time) (time.Time, bool
 // and table: 2, 3 and 4 runners (1, 2 and 3 survivors), twice. A sample is
 // one shard the killed runner held: from the kill to the first record of it
 // a survivor printed (read from its stdout as it came).
+// SHARDLOOP_BENCH_ROUNDS=1 runs the first round only; SHARDLOOP_BENCH_LOGS
+// names a folder to keep the runners' logs in.
 func BenchmarkTakeoverCrash(b *testing.B) {
 	const nShards = 12
 	bin := buildShardloop(b)
@@ -144,13 +146,17 @@ func BenchmarkTakeoverCrash(b *testing.B) {
 }
 
 func afterOf(ss []crashSample, round int) []string {
-	var out []string
+	var after []float64
 	for _, s := range ss {
 		if s.Round == round {
-			out = append(out, fmt.Sprintf("%.2fs", s.After))
+			after = append(after, s.After)
 		}
 	}
-	slices.Sort(out)
+	slices.Sort(after)
+	out := make([]string, len(after))
+	for i, a := range after {
+		out[i] = fmt.Sprintf("%.2fs", a)
+	}
 	return out
 }
 

@@ -354,8 +354,9 @@ func tipOf(serverNow time.Time) time.Time {
 	return serverNow.Add(-time.Second).Truncate(time.Millisecond)
 }
 
-// skips counts what the generation begin is about to record skips (applied:
-// it adopts rows that carry it already, and records nothing).
+// skips counts what the generation a pass is about to begin with begin's
+// start would skip (see CheckStart); nothing when applied (it adopts rows
+// that carry it already, and records no start).
 func (c *Coordinator) skips(ctx context.Context, begin Subscription, listing []shards.Shard, rows map[string]lease.Lease, sum summary, applied bool) []Skip {
 	if applied {
 		return nil
