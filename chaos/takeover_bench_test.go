@@ -59,9 +59,9 @@ func (p *runnerProc) deliveredAfter(shard string, at time.Time) (time.Time, bool
 // read again while a producer writes: `shardloop run` processes at every
 // default (10 s lease, 3 s renewals and heartbeats, looks every 500 ms, the
 // print target) share a dynalite lease table over 12 kinesis-local shards,
-// one record per shard a second flowing; once they have divided the shards,
-// one of them is killed with SIGKILL (kill -9: nothing released, no
-// heartbeat removed) at a random moment. Six rounds, each on a fresh stream
+// one record per shard a second flowing; once they have divided the shards
+// and delivered for 10 s more, one of them is killed with SIGKILL (kill -9:
+// nothing released, no heartbeat removed) at a random moment. Six rounds, each on a fresh stream
 // and table: 2, 3 and 4 runners (1, 2 and 3 survivors), twice. A sample is
 // one shard the killed runner held: from the kill to the first record of it
 // a survivor printed (read from its stdout as it came).
@@ -97,7 +97,10 @@ func BenchmarkTakeoverCrash(b *testing.B) {
 		if !waitUntil(ctx, 90*time.Second, func() bool { return divided(ctx, store, stream, runners, nShards) && allPrinted(procs, ss, began) }) {
 			b.Fatalf("round %d: %d runners did not divide and read the %d shards within 90 s", round, runners, nShards)
 		}
-		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second)))) // at any moment of the renewals
+		// In steady state (no handoff being pursued: a runner below its share
+		// passes at every look for a while after a change), at any moment of
+		// the renewals.
+		time.Sleep(10*time.Second + time.Duration(rng.Int64N(int64(3*time.Second))))
 		victim := procs[rng.IntN(len(procs))]
 		held := heldByPID(ctx, b, store, stream, victim.cmd.Process.Pid)
 		at := time.Now()
