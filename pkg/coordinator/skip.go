@@ -98,8 +98,9 @@ func thousands(n int) string {
 // SkipReadLimit is how many records the one read of a shard counts.
 const SkipReadLimit = 10000
 
-// skipReadConcurrency bounds the shards read at once.
-const skipReadConcurrency = 4
+// skipReadConcurrency bounds the shards read at once: each answer may be
+// 10 MB, and the coordinator function has 128 MB by default.
+const skipReadConcurrency = 2
 
 // BacklogReader is what counting a skipped backlog reads on Kinesis.
 type BacklogReader interface {
