@@ -38,6 +38,7 @@ BATCHING_WINDOW   ?=
 DEAGGREGATE       ?=
 PARALLELIZATION_FACTOR ?=
 PER_SHARD_LAG_METRIC ?=
+READ_AHEAD_MIB    ?=
 TUMBLING_WINDOW_IN_SECONDS ?=
 # FILTER_CRITERIA: a FilterCriteria as JSON, in single quotes on the command
 # line: FILTER_CRITERIA='{"Filters":[{"Pattern":"{\"data\":{\"type\":[\"buy\"]}}"}]}'
@@ -57,6 +58,7 @@ CDK_CONTEXT = $(call ctx,stream,$(STREAM)) $(call ctx,createShards,$(CREATE_SHAR
   $(call ctx,batchingWindow,$(BATCHING_WINDOW)) $(call ctx,deaggregate,$(DEAGGREGATE)) \
   $(call ctx,parallelizationFactor,$(PARALLELIZATION_FACTOR)) \
   $(call ctx,perShardLagMetric,$(PER_SHARD_LAG_METRIC)) \
+  $(call ctx,readAheadMiB,$(READ_AHEAD_MIB)) \
   $(call ctx,tumblingWindowInSeconds,$(TUMBLING_WINDOW_IN_SECONDS)) \
   $(if $(strip $(FILTER_CRITERIA)),-c 'filterCriteria=$(strip $(FILTER_CRITERIA))')
 CDK_RUN = cd $(INFRA_DIR) && $(CDK) --no-notices $(CDK_FLAGS)

@@ -105,6 +105,8 @@ func TestRunFlags_CheckedWithTheFunctionsLimitsNamingTheFlag(t *testing.T) {
 		{[]string{"--parallelization-factor", "11"}, []string{"--parallelization-factor 11", "from 1 to 10", "ParallelizationFactor"}},
 		{[]string{"--parallelization-factor", "0"}, []string{"--parallelization-factor 0", "from 1 to 10"}},
 		{[]string{"--create-shards", "-1"}, []string{"--create-shards -1"}},
+		{[]string{"--read-ahead-mib", "0"}, []string{"--read-ahead-mib 0", "from 1 to 1024", "MiB of records read"}},
+		{[]string{"--confirm-skip"}, []string{"--confirm-skip without --start"}},
 		{[]string{"--target-timeout", "16m"}, []string{"--target-timeout 16m0s", "15m0s"}},
 		{[]string{"--start", "yesterday"}, []string{`--start "yesterday"`, "RFC 3339"}},
 		{[]string{"--start", "timestamp:2024-13-01T00:00:00Z"}, []string{"--start"}},

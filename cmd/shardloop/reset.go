@@ -127,6 +127,9 @@ func resetPosition(to, shardID string, now time.Time) (string, error) {
 			}
 			seq = q
 		}
+		if seq == "" || strings.Trim(seq, "0123456789") != "" {
+			return "", refuse("want sequence:<sequence number>, the decimal sequence number of a record of --shard " + shardID)
+		}
 		pos = "sequence:" + shardID + ":" + seq
 	default:
 		return "", refuse("want " + resetToForms)

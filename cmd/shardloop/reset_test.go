@@ -45,6 +45,9 @@ func TestResetPosition_FormsOfTo(t *testing.T) {
 		{to: "sequence:shardId-000000000002:4959", errHas: "not of --shard"},
 		{to: "sequence:49x", errHas: "--to"},
 		{to: "sequence:", errHas: "--to"},
+		// The form reset takes, not the one lease rows record.
+		{to: "sequence:abc", errHas: `--to "sequence:abc": want sequence:<sequence number>, the decimal sequence number of a record of --shard ` + shard},
+		{to: "sequence:" + shard + ":abc", errHas: "want sequence:<sequence number>"},
 		{to: "timestamp:yesterday", errHas: "--to"},
 		{to: "timestamp:-5", errHas: "--to"},
 		{to: "latest:1", errHas: "--to"},

@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/internal/handlers"
@@ -24,7 +26,7 @@ import (
 )
 
 // runSynopsis is run's usage line.
-const runSynopsis = "shardloop run --stream S [--table T] [--target F] [--start P] [flags]"
+const runSynopsis = "shardloop run --stream S [--table T] [--target F] [--start P [--confirm-skip]] [flags]"
 
 // runFlags are run's flags, checked.
 type runFlags struct {
@@ -33,11 +35,13 @@ type runFlags struct {
 	batch                        int
 	factor                       int
 	windowSeconds                int
+	readAheadMiB                 int
 	poll, runLength              time.Duration
 	targetTimeout                time.Duration
 	invokeIdentity               string
 	emf, verbose                 bool
 	logFormat                    string
+	confirmSkip                  bool
 	policy                       *policyFlags
 }
 
@@ -48,10 +52,12 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.StringVar(&f.table, "table", "", "DynamoDB lease table (created if missing); empty keeps leases in memory")
 	fs.StringVar(&f.target, "target", "", "target Lambda function name or ARN; empty prints each record")
 	fs.StringVar(&f.start, "start", "", "start position: "+lambdaenv.StartForms+"; empty: none, checkpoints decide and a shard without one opens at the tip")
+	fs.BoolVar(&f.confirmSkip, "confirm-skip", false, "start even though --start moves shards past records the table's current start has not delivered (run refuses and says which, without it)")
 	fs.IntVar(&f.create, "create-shards", 0, "create the stream with this many shards if it is missing ("+lambdaenv.CreateShardsLimit.Want()+")")
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
 	fs.IntVar(&f.factor, "parallelization-factor", reader.DefaultParallelizationFactor, "lanes delivering one shard's records concurrently, by partition key; one key's records stay in order ("+lambdaenv.ParallelizationFactorLimit.Want()+")")
 	fs.IntVar(&f.windowSeconds, "tumbling-window-seconds", 0, "tumbling windows of this many seconds, as Lambda's TumblingWindowInSeconds: the target gets events.KinesisTimeWindowEvent and must answer with a state ("+lambdaenv.TumblingWindowLimit.Want()+"; needs --parallelization-factor 1)")
+	fs.IntVar(&f.readAheadMiB, "read-ahead-mib", lambdaenv.DefaultReadAheadMiB, "memory budget for records read and not yet delivered, in MiB: reads pause at it ("+lambdaenv.ReadAheadMiBLimit.Want()+")")
 	fs.DurationVar(&f.poll, "poll-interval", reader.DefaultPollInterval, "wait after an empty read ("+lambdaenv.PollIntervalLimit.Want()+")")
 	fs.DurationVar(&f.runLength, "run-length", reader.DefaultRunLength, "length of one reader run, one Lambda invocation in AWS ("+lambdaenv.RunLengthLimit.Want()+")")
 	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "with --target: how long a takeover waits, past the lease, for invocations a crashed runner left running (at most "+reader.MaxFenceCut(0, 0).String()+" below the function's timeout); 0: the function's configured timeout, read with lambda:GetFunctionConfiguration (when it cannot be read, give the timeout here)")
@@ -90,6 +96,9 @@ func (f *runFlags) check() (reader.Options, error) {
 		return reader.Options{}, bad("--start %q: %v", f.start, err)
 	}
 	f.start = start
+	if f.confirmSkip && f.start == "" {
+		return reader.Options{}, bad("--confirm-skip without --start: only a start position skips records")
+	}
 	for _, c := range []struct {
 		flag  string
 		value string
@@ -99,6 +108,7 @@ func (f *runFlags) check() (reader.Options, error) {
 		{"--batch-size", strconv.Itoa(f.batch), lambdaenv.BatchSizeLimit.Check(f.batch)},
 		{"--parallelization-factor", strconv.Itoa(f.factor), lambdaenv.ParallelizationFactorLimit.Check(f.factor)},
 		{"--tumbling-window-seconds", strconv.Itoa(f.windowSeconds), lambdaenv.TumblingWindowLimit.Check(f.windowSeconds)},
+		{"--read-ahead-mib", strconv.Itoa(f.readAheadMiB), lambdaenv.ReadAheadMiBLimit.Check(f.readAheadMiB)},
 		{"--poll-interval", f.poll.String(), lambdaenv.PollIntervalLimit.Check(f.poll)},
 		{"--run-length", f.runLength.String(), lambdaenv.RunLengthLimit.Check(f.runLength)},
 	} {
@@ -125,6 +135,7 @@ func (f *runFlags) check() (reader.Options, error) {
 	o, err := f.policy.options(f.runLength)
 	o.ParallelizationFactor = f.factor
 	o.TumblingWindow = time.Duration(f.windowSeconds) * time.Second
+	o.ReadAheadBytes = f.readAheadMiB << 20
 	return o, err
 }
 
@@ -159,6 +170,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer rec.Flush()
 	store, err := openStore(ctx, cfg, f.table)
 	if err != nil {
+		return err
+	}
+	if err := checkStart(ctx, store, kc, streamARN, f, log); err != nil {
 		return err
 	}
 	store = lease.WithLag(store, rec.Lag) // shardloop status shows it
@@ -222,6 +236,66 @@ func targetFence(ctx context.Context, cfg aws.Config, f *runFlags, log *slog.Log
 		return 0, 0, fmt.Errorf("--target %s with --run-length %s and --target-timeout %s: %w", f.target, f.runLength, f.targetTimeout, err)
 	}
 	return timeout, fence, nil
+}
+
+// checkStart refuses a --start that would begin a new generation over
+// records the table's current start has not delivered, unless
+// --confirm-skip: it says on which shards, how many records and how old.
+func checkStart(ctx context.Context, store lease.Store, kc *kinesis.Client, streamARN string, f *runFlags, log *slog.Logger) error {
+	if f.start == "" {
+		return nil
+	}
+	check, err := coordinator.CheckStart(ctx, store, kc, coordinator.Subscription{Stream: streamARN, Start: f.start})
+	if err != nil {
+		return fmt.Errorf("--start %s: checking what it would skip: %w", f.start, err)
+	}
+	if !check.Begins || len(check.Skips) == 0 {
+		return nil
+	}
+	if f.confirmSkip {
+		log.Warn("--start skips records the table's current start has not delivered (--confirm-skip)", "start", f.start,
+			"shards", len(check.Skips), "records", coordinator.Skipped(check.Skips), "skipped", skipLines(check.Skips))
+		return nil
+	}
+	return &skipRefused{start: f.start, check: check}
+}
+
+// skipRefused is a --start refused because it would skip records not yet
+// delivered.
+type skipRefused struct {
+	start string
+	check coordinator.StartCheck
+}
+
+func (e *skipRefused) Error() string {
+	var b strings.Builder
+	rec := e.check.Recorded
+	fmt.Fprintf(&b, "--start %s would skip records not yet delivered on %d shard(s) of %s", e.start, len(e.check.Skips), e.check.Stream)
+	if e.check.Found {
+		fmt.Fprintf(&b, ": the table's current start (%s", rec.Start)
+		if rec.RecordedBy != "" {
+			fmt.Fprintf(&b, ", recorded by %s", rec.RecordedBy)
+		}
+		if !rec.RecordedAt.IsZero() {
+			fmt.Fprintf(&b, " at %s", rec.RecordedAt.UTC().Format(time.RFC3339))
+		}
+		b.WriteString(") has not delivered them")
+	}
+	b.WriteString(":\n")
+	for _, l := range skipLines(e.check.Skips) {
+		b.WriteString("  " + l + "\n")
+	}
+	b.WriteString("Start every runner of a table with the same --start (or none, to follow the start the table records), " +
+		"or pass --confirm-skip to skip them: the new start applies to every shard, and these records are never delivered.")
+	return b.String()
+}
+
+func skipLines(skips []coordinator.Skip) []string {
+	out := make([]string, len(skips))
+	for i, s := range skips {
+		out[i] = s.String()
+	}
+	return out
 }
 
 // stopTimeout is how long Ctrl-C waits for the deliveries in flight: the
@@ -298,7 +372,7 @@ func withPolicy(o, p reader.Options) reader.Options {
 	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
 	o.TargetTimeout, o.Fence, o.ParallelizationFactor = p.TargetTimeout, p.Fence, p.ParallelizationFactor
 	o.TumblingWindow = p.TumblingWindow
-	o.Filters = p.Filters
+	o.Filters, o.ReadAheadBytes = p.Filters, p.ReadAheadBytes
 	return o
 }
 

@@ -67,6 +67,9 @@ func statusCmd(ctx context.Context, args []string, w io.Writer) error {
 	}
 	now := time.Now()
 	views := statusViews(listing, rows, now)
+	for i := range views {
+		views[i].Runners = runners
+	}
 	probeAll(ctx, kc, *stream, views)
 	if output.value == "json" {
 		return writeStatusJSON(w, *stream, *table, views, runners, rows, now)
@@ -110,7 +113,8 @@ func printRunners(w io.Writer, hs []lease.Heartbeat, rows []lease.Lease, now tim
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%d at its last beat)\t%s\n", hb.Runner, host, pid, held[hb.Runner], hb.Leases, beat)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "A runner that stops beating is counted out by the others after a lease duration on their own clocks.")
+	fmt.Fprintln(w, "A runner that stops beating is counted out by the others once its heartbeat stood still for a lease duration on their own clocks,")
+	fmt.Fprintln(w, "or sooner once it missed a beat and let a lease lapse; they take its shards as its leases lapse.")
 }
 
 // shardView is what status knows of one shard: its listing (unless retention
@@ -129,6 +133,9 @@ type shardView struct {
 	Rows map[string]lease.Lease
 	// Probe is nil when the shard was not probed.
 	Probe *probe
+	// Runners are the heartbeat rows of the runners that share the stream
+	// (none for a deployment): who takes a shard over, and when.
+	Runners []lease.Heartbeat
 }
 
 // statusViews joins the listing with the lease rows: every listed shard in
@@ -309,13 +316,110 @@ func state(v shardView, now time.Time) (kind, words string) {
 	case r.Owner != "" && r.Revoked:
 		return stateRevoked, "lease revoked by a new start position: its reader stops at its next renewal; the shard is taken again once the lease has lapsed"
 	case heldByItsClock(r, now):
-		return stateReading, "reading: " + progress(v, now)
+		s := "reading: " + progress(v, now)
+		if runner := lease.OwnerRunner(r.Owner); runner != "" && !beating(v.Runners, runner, now) {
+			s += "; its runner " + runner + " " + silence(v.Runners, runner, now) + ": if it is gone, "
+			if n := beatingBesides(v.Runners, runner, now); n > 0 {
+				s += fmt.Sprintf("%s take the shard when its lease lapses, in about %s", others(n), age(r.Expiry.Sub(now)+r.Fence))
+			} else {
+				s += "no other runner beats on this table: the next shardloop run to start takes the shard a lease after it starts"
+			}
+		}
+		return stateReading, s
 	case r.Owner != "":
-		return stateExpired, "lease expired by its holder's clock: the coordinator takes the shard over once it has seen the lease stand still for a lease duration"
+		return stateExpired, "lease expired by its holder's clock: " + afterExpiry(v, now)
 	case !v.HasRow:
-		return stateNotOpened, "not started: the coordinator opens it at its next pass"
+		return stateNotOpened, "not started: " + nextPass(v, now)
+	case r.Fence > 0:
+		return stateFree, fmt.Sprintf("released while invocations it started may still run (for up to %s): taken once that has passed, then %s", r.Fence, nextPass(v, now))
 	}
-	return stateFree, "free: the coordinator takes it at its next pass"
+	return stateFree, "free: " + nextPass(v, now)
+}
+
+// nextPass says who takes a shard whose row is free, and when.
+func nextPass(v shardView, now time.Time) string {
+	switch n := beatingBesides(v.Runners, "", now); {
+	case len(v.Runners) == 0:
+		return "the coordinator takes it at its next pass (at once after a reader's nudge, else within a minute)"
+	case n == 0:
+		return "no runner beats on this table now: the next shardloop run to start takes it at its first pass"
+	default:
+		return fmt.Sprintf("the %d runners on this table take it at once (each looks every 500 ms and passes while below its share), or within half a lease", n)
+	}
+}
+
+// afterExpiry says who takes over a shard whose lease expired by its
+// holder's clock, and when. A taker judges the lease by watching its counter
+// stand still for a lease duration on its own clock; status, reading once,
+// reports what the takers do about it.
+func afterExpiry(v shardView, now time.Time) string {
+	runner := lease.OwnerRunner(v.Row.Owner)
+	if v.Row.Fence > 0 {
+		return fmt.Sprintf("its holder may have left an invocation running (the row's fence: %s), so a taker waits a lease duration plus that; ", v.Row.Fence) +
+			afterLapse(v, runner, now)
+	}
+	return afterLapse(v, runner, now)
+}
+
+// afterLapse says who takes over a lapsed lease of runner (none: a
+// deployment's loop), and when.
+func afterLapse(v shardView, runner string, now time.Time) string {
+	switch {
+	case runner == "":
+		return "the coordinator takes the shard over once it has seen the lease stand still for a lease duration on its own clock: " +
+			"within about a lease of the shard loop's execution failing (the coordinator watches it), else at the second scheduled pass that finds it unchanged " +
+			"(one to two minutes; about a lease with a relisting window)"
+	case beating(v.Runners, runner, now):
+		return "its runner " + runner + " still beats and takes it again a lease after the loop's last renewal (about now), unless another runner does first"
+	}
+	s := "its runner " + runner + " " + silence(v.Runners, runner, now) + ": "
+	if n := beatingBesides(v.Runners, runner, now); n > 0 {
+		return s + others(n) + " take the shard once they have seen its lease stand still for a lease duration (they read the rows every 500 ms): about now"
+	}
+	return s + "no other runner beats on this table: the next shardloop run to start takes the shard a lease after it starts"
+}
+
+func others(n int) string {
+	if n == 1 {
+		return "the other runner on this table"
+	}
+	return fmt.Sprintf("the %d other runners on this table", n)
+}
+
+// staleBeat: a runner whose heartbeat, by its own clock, is older than this
+// has missed beats (they come every renew interval). For display only.
+const staleBeat = 2 * lease.DefaultRenewInterval
+
+// beating reports whether runner's heartbeat row is there and recent by its
+// own clock.
+func beating(hs []lease.Heartbeat, runner string, now time.Time) bool {
+	for _, hb := range hs {
+		if hb.Runner == runner {
+			return hb.Counter > 0 && now.Sub(hb.BeatAt) < staleBeat
+		}
+	}
+	return false
+}
+
+// beatingBesides counts the runners beating other than runner.
+func beatingBesides(hs []lease.Heartbeat, runner string, now time.Time) int {
+	n := 0
+	for _, hb := range hs {
+		if hb.Runner != runner && beating(hs, hb.Runner, now) {
+			n++
+		}
+	}
+	return n
+}
+
+// silence says since when runner has not beaten, as its row shows.
+func silence(hs []lease.Heartbeat, runner string, now time.Time) string {
+	for _, hb := range hs {
+		if hb.Runner == runner && !hb.BeatAt.IsZero() {
+			return "last beat " + age(max(now.Sub(hb.BeatAt), 0)) + " ago by its clock"
+		}
+	}
+	return "has no heartbeat row (it left, or another runner counted it out)"
 }
 
 // progress describes a held shard: caught up (idle) or behind, and when it

@@ -303,3 +303,56 @@ func TestPrintRunners_ListsEachRunnerWithItsLeasesAndLastBeat(t *testing.T) {
 		t.Errorf("without runners status prints %q, want nothing", b.String())
 	}
 }
+
+// An expired or lapsing lease says who takes the shard over and when: the
+// other runners about when a gone runner's lease lapses, the runner itself
+// when it still beats, the next runner when none beats, and a deployment's
+// coordinator by its watch or its scheduled passes.
+func TestPrintStatus_SaysWhoTakesAShardOverAndWhen(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	owner := func(runner string) string { return lease.RunnerOwner("s-1", runner) + "/run" }
+	hs := []lease.Heartbeat{
+		{Runner: "alive", Counter: 9, BeatAt: now.Add(-time.Second)},
+		{Runner: "alive2", Counter: 4, BeatAt: now.Add(-2 * time.Second)},
+		{Runner: "silent", Counter: 7, BeatAt: now.Add(-8 * time.Second)},
+	}
+	listing := []shards.Shard{{ID: "lapsing"}, {ID: "expired"}, {ID: "own"}, {ID: "lambda"}, {ID: "free"}}
+	rows := []lease.Lease{
+		{ShardID: "lapsing", Owner: owner("silent"), Expiry: now.Add(2 * time.Second), Checkpoint: "5"},
+		{ShardID: "expired", Owner: owner("gone"), Expiry: now.Add(-time.Second), Checkpoint: "5"},
+		{ShardID: "own", Owner: owner("alive"), Expiry: now.Add(-time.Second), Checkpoint: "5"},
+		{ShardID: "lambda", Owner: "loop-1/run", Expiry: now.Add(-time.Second), Checkpoint: "5"},
+		{ShardID: "free", Checkpoint: "5"},
+	}
+	views := statusViews(listing, rows, now)
+	for i := range views {
+		if views[i].ID != "lambda" {
+			views[i].Runners = hs
+		}
+	}
+	var b strings.Builder
+	printStatus(&b, views, now)
+	out := b.String()
+	for shard, want := range map[string][]string{
+		"lapsing": {"reading", "its runner silent last beat 8s ago", "if it is gone, the 2 other runners on this table take the shard when its lease lapses, in about 2s"},
+		"expired": {"lease expired", "its runner gone has no heartbeat row", "the 2 other runners on this table take the shard once they have seen its lease stand still", "about now"},
+		"own":     {"its runner alive still beats and takes it again a lease after the loop's last renewal"},
+		"lambda":  {"the coordinator takes the shard over", "within about a lease of the shard loop's execution failing", "second scheduled pass"},
+		"free":    {"the 2 runners on this table take it at once"},
+	} {
+		l := line(t, out, shard)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("%s: line %q lacks %q", shard, l, w)
+			}
+		}
+	}
+	// Nobody beating: the next runner.
+	views = statusViews(listing[1:2], rows[1:2], now)
+	views[0].Runners = []lease.Heartbeat{{Runner: "silent", Counter: 7, BeatAt: now.Add(-time.Minute)}}
+	b.Reset()
+	printStatus(&b, views, now)
+	if l := line(t, b.String(), "expired"); !strings.Contains(l, "no other runner beats on this table: the next shardloop run to start takes the shard a lease after it starts") {
+		t.Errorf("expired, nobody beating: %q", l)
+	}
+}

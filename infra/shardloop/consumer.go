@@ -51,8 +51,8 @@ type Consumer struct {
 	FailedExecutions awsevents.Rule
 	Dashboard        awscloudwatch.Dashboard
 	// Alarms by name: TargetErrors, GivenUpBatches, Lag, ExecutionsFailed,
-	// CoordinatorErrors, StreamNotFound, StaleConfiguration. Add actions (an SNS topic) to them
-	// as needed.
+	// CoordinatorErrors, StreamNotFound, StaleConfiguration, BacklogSkipped.
+	// Add actions (an SNS topic) to them as needed.
 	Alarms map[string]awscloudwatch.Alarm
 
 	// StreamDimensionValue is the value of the Stream dimension the
@@ -156,6 +156,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 		"SHARDLOOP_RUN_LENGTH":           jsii.String(envDuration(p.RunLength)),
 		"SHARDLOOP_MAX_ITERATIONS":       jsii.String(strconv.Itoa(p.MaxIterations)),
 		lambdaenv.VarPerShardLag:         jsii.String(strconv.FormatBool(p.PerShardLagMetric)),
+		lambdaenv.VarReadAheadMiB:        jsii.String(strconv.Itoa(p.ReadAheadMiB)),
 		// The records' invokeIdentityArn: the role that invokes the target,
 		// as Lambda's own trigger reports its function's role.
 		"SHARDLOOP_INVOKE_IDENTITY_ARN": readerRole.RoleArn(),
@@ -217,6 +218,9 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	coordinatorLogs := c.logGroup("CoordinatorLogs", nil, &p)
 	coordinatorRole := c.role("CoordinatorRole", "lambda.amazonaws.com", "shardloop coordinator: lists shards, takes leases, starts shard loops")
 	allow(coordinatorRole, "ListShards", []string{"kinesis:DescribeStreamSummary", "kinesis:ListShards"}, streamArn)
+	// A new StartPosition that would skip records not yet delivered: one read
+	// of each such shard counts them (BacklogSkipped).
+	allow(coordinatorRole, "CountSkippedBacklog", []string{"kinesis:GetRecords", "kinesis:GetShardIterator"}, streamArn)
 	allow(coordinatorRole, "Leases", []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"}, tableArn)
 	allow(coordinatorRole, "StartShardLoops", []string{"states:StartExecution"}, c.StateMachine.StateMachineArn())
 	// Its own last update: when its start position was deployed, which
@@ -275,6 +279,7 @@ func NewConsumer(scope constructs.Construct, id string, props *ConsumerProps) (*
 	c.observe(&p, base)
 	c.streamNotFoundAlarm()
 	c.staleConfigurationAlarm()
+	c.backlogSkippedAlarm()
 	return c, nil
 }
 
@@ -307,6 +312,21 @@ func (c *Consumer) staleConfigurationAlarm() {
 		AlarmDescription: jsii.String("shardloop: this deployment's StartPosition is older than the start generation its lease table records, " +
 			"so its coordinator applies none (see docs/operations.md, \"Start generations\")"),
 		Metric:             c.metric("StaleConfiguration", "Sum", 5),
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+}
+
+// backlogSkippedAlarm fires when this deployment's new start position moved
+// shards past records the previous start had not delivered: they are never
+// delivered (the coordinator's WARN line names the shards and counts).
+func (c *Consumer) backlogSkippedAlarm() {
+	c.Alarms["BacklogSkipped"] = awscloudwatch.NewAlarm(c.Construct, jsii.String("BacklogSkippedAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String("shardloop: a new StartPosition moved shards past records the previous start had not delivered; " +
+			"they will not be delivered (the coordinator's log names the shards and counts; see docs/operations.md, \"Start generations\")"),
+		Metric:             c.metric("BacklogSkipped", "Sum", 5),
 		Threshold:          jsii.Number(1),
 		EvaluationPeriods:  jsii.Number(1),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

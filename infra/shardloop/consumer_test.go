@@ -81,6 +81,7 @@ func TestFunctions_AreArm64AL2023WithTheFixedEnvironment(t *testing.T) {
 			"SHARDLOOP_RUN_LENGTH":           "600s",
 			"SHARDLOOP_MAX_ITERATIONS":       "500",
 			"SHARDLOOP_PER_SHARD_LAG":        "false",
+			"SHARDLOOP_READ_AHEAD_MIB":       "8",
 			"SHARDLOOP_INVOKE_IDENTITY_ARN":  map[string]any{"Fn::GetAtt": []any{readerRoleID, "Arn"}},
 			"SHARDLOOP_MAX_RETRY_ATTEMPTS":   "-1",
 			"SHARDLOOP_MAX_RECORD_AGE":       "-1",
@@ -292,6 +293,7 @@ func TestRoles_GrantExactlyTheActionsAndResourcesEachPartNeeds(t *testing.T) {
 		}},
 		{"ConsumerCoordinatorRole", []statement{
 			{"ListShards", []string{"kinesis:DescribeStreamSummary", "kinesis:ListShards"}, []string{stream}},
+			{"CountSkippedBacklog", []string{"kinesis:GetRecords", "kinesis:GetShardIterator"}, []string{stream}},
 			{"Leases", []string{"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"}, []string{table}},
 			{"StartShardLoops", []string{"states:StartExecution"}, []string{canon(t, map[string]any{"Ref": machineID})}},
 			{"ReadOwnDeployTime", []string{"lambda:GetFunctionConfiguration"}, []string{coordinatorArn}},
@@ -404,6 +406,7 @@ func TestAlarms_WatchTargetErrorsLagAndFailedExecutions(t *testing.T) {
 		{"ConsumerExecutionsFailedAlarm", "AWS/States", "ExecutionsFailed", `[{"Name":"StateMachineArn","Value":{"Ref":"` + machineID + `"}}]`, 1},
 		{"ConsumerStreamNotFoundAlarm", "Shardloop", "StreamNotFound", `[{"Name":"Stream","Value":"orders"}]`, 1},
 		{"ConsumerStaleConfigurationAlarm", "Shardloop", "StaleConfiguration", `[{"Name":"Stream","Value":"orders"}]`, 1},
+		{"ConsumerBacklogSkippedAlarm", "Shardloop", "BacklogSkipped", `[{"Name":"Stream","Value":"orders"}]`, 1},
 		{"ConsumerDroppedEventCountAlarm", "Shardloop", "DroppedEventCount", `[{"Name":"Stream","Value":"orders"}]`, 1},
 	} {
 		_, a := tmpl.byPrefix(t, "AWS::CloudWatch::Alarm", tc.prefix)
@@ -488,6 +491,7 @@ func TestNewConsumer_BadPropsFailNamingTheProp(t *testing.T) {
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 15 * time.Minute }},
 		{"RunLength", func(p *ConsumerProps, _ awscdk.Stack) { p.RunLength = 1500 * time.Millisecond }},
 		{"MaxIterations", func(p *ConsumerProps, _ awscdk.Stack) { p.MaxIterations = 5000 }},
+		{"ReadAheadMiB", func(p *ConsumerProps, _ awscdk.Stack) { p.ReadAheadMiB = 2048 }},
 		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = 1500 * time.Millisecond }},
 		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = 15 * time.Minute }},
 		{"Window", func(p *ConsumerProps, _ awscdk.Stack) { p.Window = -time.Second }},
@@ -671,8 +675,8 @@ func TestRoles_OnFailureDestinationGrantsOnlySendingToIt(t *testing.T) {
 			if len(found) != 1 || !reflect.DeepEqual(found[0].Actions, tc.actions) || !reflect.DeepEqual(found[0].Resources, []string{resource}) {
 				t.Fatalf("OnFailureDestination statements = %+v, want %v on %s", found, tc.actions, resource)
 			}
-			if n := len(rolePolicy(t, tmpl, "CCoordinatorRole")); n != 5 {
-				t.Errorf("coordinator role has %d statements, want its 5", n)
+			if n := len(rolePolicy(t, tmpl, "CCoordinatorRole")); n != 6 {
+				t.Errorf("coordinator role has %d statements, want its 6", n)
 			}
 			_, reader := tmpl.byPrefix(t, "AWS::Lambda::Function", "CShardReader")
 			env := canon(t, reader.Properties["Environment"])
@@ -727,7 +731,7 @@ func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{
 		CtxMaxRetryAttempts: "3", CtxMaxRecordAge: "2h", CtxBisectOnError: "true",
 		CtxOnFailure: "arn:aws:sns:eu-west-1:123456789012:failed", CtxBatchingWindow: "10s", CtxDeaggregate: "true",
-		CtxPerShardLag: "true", CtxWindow: "0s",
+		CtxPerShardLag: "true", CtxWindow: "0s", CtxReadAheadMiB: "64",
 	}})
 	p, err := PropsFromContext(app.Node())
 	if err != nil {
@@ -735,7 +739,7 @@ func TestPropsFromContext_FailurePolicyKeys(t *testing.T) {
 	}
 	if p.RetryAttempts == nil || *p.RetryAttempts != 3 || p.MaxRecordAge != 2*time.Hour || !p.BisectBatchOnError ||
 		p.OnFailureDestination != "arn:aws:sns:eu-west-1:123456789012:failed" || p.MaxBatchingWindow != 10*time.Second || !p.Deaggregate ||
-		!p.PerShardLagMetric || p.Window != 0 {
+		!p.PerShardLagMetric || p.Window != 0 || p.ReadAheadMiB != 64 {
 		t.Fatalf("props = %+v", p)
 	}
 	defaults := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &map[string]any{

@@ -180,6 +180,12 @@ type ConsumerProps struct {
 	// reads); each shard's figure is still in the shardreader's EMF log
 	// lines and in shardloop status.
 	PerShardLagMetric bool
+	// ReadAheadMiB is the shardreader's memory budget for records read and
+	// not yet settled, in MiB: reads pause at it, and a read asks for no
+	// more records than fit in what is left. 1 to 1024, default 8, which
+	// suits the default 128 MB; raise it with ShardReaderMemoryMiB for
+	// large records at a high ParallelizationFactor.
+	ReadAheadMiB int
 
 	// LeaseTable is an existing lease table (partition key lease_key, a
 	// string). When nil a table is created: PAY_PER_REQUEST, point-in-time
@@ -413,6 +419,9 @@ func (p ConsumerProps) withDefaults() ConsumerProps {
 	if p.MaxIterations == 0 {
 		p.MaxIterations = DefaultMaxIterations
 	}
+	if p.ReadAheadMiB == 0 {
+		p.ReadAheadMiB = lambdaenv.DefaultReadAheadMiB
+	}
 	if p.LeaseTableRemovalPolicy == "" {
 		p.LeaseTableRemovalPolicy = awscdk.RemovalPolicy_RETAIN
 	}
@@ -520,6 +529,9 @@ func (p *ConsumerProps) validate() error {
 	}
 	if p.MaxIterations < 1 || p.MaxIterations > MaxIterations {
 		bad("MaxIterations", "%d is outside 1..%d (an execution keeps at most 25,000 history events)", p.MaxIterations, MaxIterations)
+	}
+	if err := lambdaenv.ReadAheadMiBLimit.Check(p.ReadAheadMiB); err != nil {
+		bad("ReadAheadMiB", "%d: %v", p.ReadAheadMiB, err)
 	}
 	if p.Window != 0 && (p.Window < MinWindow || p.Window > MaxWindow) {
 		bad("Window", "%v is outside %v..%v (0: no window)", p.Window, MinWindow, MaxWindow)

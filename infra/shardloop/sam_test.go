@@ -66,6 +66,9 @@ func TestSAMTemplate_DefaultsAndTimeoutsAreTheFunctions(t *testing.T) {
 		{"BatchSize", "Default", strconv.Itoa(lambdaenv.DefaultBatchSize)},
 		{"BatchSize", "MaxValue", strconv.Itoa(lambdaenv.MaxBatchSize)},
 		{"MaxRetryAttempts", "MaxValue", strconv.Itoa(lambdaenv.MaxRetryAttempts)},
+		{"ReadAheadMiB", "Default", strconv.Itoa(lambdaenv.DefaultReadAheadMiB)},
+		{"ReadAheadMiB", "MinValue", strconv.Itoa(lambdaenv.MinReadAheadMiB)},
+		{"ReadAheadMiB", "MaxValue", strconv.Itoa(lambdaenv.MaxReadAheadMiB)},
 	} {
 		if got := samParam(t, sam, tc.param, tc.field); got != tc.want {
 			t.Errorf("parameter %s %s = %s, want %s", tc.param, tc.field, got, tc.want)
@@ -75,6 +78,7 @@ func TestSAMTemplate_DefaultsAndTimeoutsAreTheFunctions(t *testing.T) {
 		"Timeout: !Ref CoordinatorTimeoutSeconds",
 		"SHARDLOOP_WINDOW: !Ref Window",
 		"SHARDLOOP_PER_SHARD_LAG: !Ref PerShardLagMetric",
+		"SHARDLOOP_READ_AHEAD_MIB: !Ref ReadAheadMiB",
 	} {
 		if !strings.Contains(sam, want) {
 			t.Errorf("template/template.yaml lacks %q", want)
@@ -316,5 +320,22 @@ func checkSAMBootstrap(t *testing.T, path, pkg string) {
 	}
 	if info.Path != pkg || settings["GOOS"] != "linux" || settings["CGO_ENABLED"] != "0" || settings["-tags"] != "lambda.norpc" {
 		t.Errorf("%s: a build of %s with %v; want %s, linux, CGO_ENABLED=0, -tags lambda.norpc", path, info.Path, settings, pkg)
+	}
+}
+
+// The SAM template alarms on BacklogSkipped as the construct does, on the
+// stream's name, and lets the coordinator read what it counts.
+func TestSAMTemplate_AlarmsOnABacklogSkippedAndLetsTheCoordinatorCountIt(t *testing.T) {
+	sam := samTemplate(t)
+	for _, want := range []string{
+		"  BacklogSkippedAlarm:\n    Type: AWS::CloudWatch::Alarm\n",
+		"      Namespace: " + MetricNamespace + "\n      MetricName: BacklogSkipped\n",
+		"        - Name: " + StreamDimension + "\n          Value: !If [StreamIsArn, !Select [1, !Split [\"stream/\", !Ref StreamName]], !Ref StreamName]\n",
+		"      Threshold: 1\n      ComparisonOperator: GreaterThanOrEqualToThreshold\n",
+		"            - Sid: CountSkippedBacklog\n              Effect: Allow\n              Action: [kinesis:GetRecords, kinesis:GetShardIterator]\n",
+	} {
+		if !strings.Contains(sam, want) {
+			t.Errorf("template/template.yaml lacks:\n%s", want)
+		}
 	}
 }

@@ -78,6 +78,7 @@ const (
 	CtxParallelization   = "parallelizationFactor"
 	CtxPerShardLag       = "perShardLagMetric"
 	CtxTumblingWindow    = "tumblingWindowInSeconds"
+	CtxReadAheadMiB      = "readAheadMiB"
 	// CtxFilterCriteria is Filters as a FilterCriteria in the JSON of
 	// Lambda's API: {"Filters": [{"Pattern": "..."}]}.
 	CtxFilterCriteria = "filterCriteria"
@@ -135,6 +136,7 @@ func PropsFromContext(node constructs.Node) (ConsumerProps, error) {
 	duration(CtxPollInterval, &p.PollInterval)
 	duration(CtxRunLength, &p.RunLength)
 	integer(CtxMaxIterations, &p.MaxIterations)
+	integer(CtxReadAheadMiB, &p.ReadAheadMiB)
 	duration(CtxWindow, &p.Window)
 	p.LeaseTableName = get(CtxLeaseTable)
 	switch s := strings.ToLower(get(CtxLeaseTableRemoval)); s {

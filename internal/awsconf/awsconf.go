@@ -43,10 +43,17 @@ func (s Settings) String() string {
 
 // The bounds, per service. Nothing changes them at run time.
 var (
-	// Kinesis: GetRecords of up to 10 MB, GetShardIterator, ListShards,
-	// DescribeStreamSummary, CreateStream. At most 8.5 s, inside one lease
-	// (10 s): a hung GetRecords never outlives the lease it reads under.
+	// Kinesis: GetShardIterator, ListShards, DescribeStreamSummary,
+	// CreateStream (GetRecords has its own). At most 8.5 s, inside one
+	// lease (10 s).
 	Kinesis = Settings{AttemptTimeout: 4 * time.Second, MaxAttempts: 2, MaxBackoff: 500 * time.Millisecond}
+	// GetRecords: an answer of up to 10 MB (13.4 MB of JSON) must arrive
+	// and decode within an attempt, at GetRecordsMinRate. An attempt that
+	// timed out is not sent again as it was: the reader asks again for
+	// fewer records (pkg/reader). Other failures are sent again once. A read
+	// runs under its lease: the reader's run ends it when the lease is
+	// lost.
+	GetRecords = Settings{AttemptTimeout: 10 * time.Second, MaxAttempts: 2, MaxBackoff: 500 * time.Millisecond}
 	// DynamoDB: the lease store. At most 2.1 s, inside one renew interval
 	// (3 s): a hung renewal counts as failed before the next one is due.
 	DynamoDB = Settings{AttemptTimeout: time.Second, MaxAttempts: 2, MaxBackoff: 100 * time.Millisecond}
@@ -65,6 +72,12 @@ var (
 	// above, the credential providers' included.
 	Other = Settings{AttemptTimeout: 10 * time.Second, MaxAttempts: 3, MaxBackoff: time.Second}
 )
+
+// GetRecordsMinRate is the slowest a GetRecords answer is expected to
+// arrive and decode at, in bytes a second of the records' data (a 128 MB
+// function has a fraction of a CPU to decode 13.4 MB of JSON with): the
+// attempt timeout of GetRecords fits a 10 MB answer at it.
+const GetRecordsMinRate = 1 << 20
 
 // The target's invocation.
 const (
@@ -107,11 +120,21 @@ func standard(s Settings) aws.Retryer {
 	})
 }
 
-// NewKinesis returns a Kinesis client within Kinesis's bounds.
+// NewKinesis returns a Kinesis client within Kinesis's bounds, and
+// GetRecords's for GetRecords.
 func NewKinesis(cfg aws.Config, optFns ...func(*kinesis.Options)) *kinesis.Client {
+	return newKinesis(cfg, Kinesis, GetRecords, optFns...)
+}
+
+func newKinesis(cfg aws.Config, s, getRecords Settings, optFns ...func(*kinesis.Options)) *kinesis.Client {
 	return kinesis.NewFromConfig(cfg, append([]func(*kinesis.Options){func(o *kinesis.Options) {
-		o.Retryer, o.RetryMaxAttempts = standard(Kinesis), 0
-		o.APIOptions = append(o.APIOptions, attemptTimeout(Kinesis, true))
+		o.Retryer, o.RetryMaxAttempts = standard(s), 0
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			if stack.ID() == "GetRecords" { // the operation's stack
+				return attemptTimeout(getRecords, false)(stack)
+			}
+			return attemptTimeout(s, true)(stack)
+		})
 	}}, optFns...)...)
 }
 

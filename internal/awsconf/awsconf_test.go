@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
@@ -110,7 +111,7 @@ func TestSettings_DynamoDBGivesUpInsideARenewIntervalAndKinesisInsideALease(t *t
 	if b := Kinesis.Budget(); b >= lease.DefaultDuration {
 		t.Errorf("Kinesis calls may take %s, want less than the lease %s", b, lease.DefaultDuration)
 	}
-	for name, s := range map[string]Settings{"Kinesis": Kinesis, "DynamoDB": DynamoDB, "StepFunctions": StepFunctions,
+	for name, s := range map[string]Settings{"Kinesis": Kinesis, "GetRecords": GetRecords, "DynamoDB": DynamoDB, "StepFunctions": StepFunctions,
 		"Lambda": Lambda, "Destinations": Destinations, "STS": STS, "Other": Other, "Target": Target(0)} {
 		if s.AttemptTimeout <= 0 || s.MaxAttempts < 1 || s.MaxAttempts > 3 || s.MaxBackoff <= 0 {
 			t.Errorf("%s = %+v: want a positive attempt timeout and backoff, 1 to 3 attempts", name, s)
@@ -232,5 +233,40 @@ func TestInvokeRetryable_OnlyWhatProvesTheFunctionDidNotRun(t *testing.T) {
 		if got := InvokeRetryable(c.err); got != c.want {
 			t.Errorf("%s: InvokeRetryable = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// GetRecords's attempt has room for the largest answer, 10 MB of records,
+// at GetRecordsMinRate.
+func TestGetRecords_AnAttemptFitsATenMegabyteAnswer(t *testing.T) {
+	const largest = 10 << 20
+	if need := time.Duration(float64(largest) / GetRecordsMinRate * float64(time.Second)); GetRecords.AttemptTimeout < need {
+		t.Errorf("GetRecords.AttemptTimeout = %s, want at least %s: a 10 MB answer at %d bytes a second", GetRecords.AttemptTimeout, need, GetRecordsMinRate)
+	}
+	if GetRecords.AttemptTimeout <= Kinesis.AttemptTimeout {
+		t.Errorf("GetRecords.AttemptTimeout = %s, want more than the other Kinesis calls' %s", GetRecords.AttemptTimeout, Kinesis.AttemptTimeout)
+	}
+}
+
+// A GetRecords attempt that times out is not sent again as it was: the
+// reader asks again for fewer records. Other Kinesis calls are sent again.
+func TestNewKinesis_DoesNotSendAGetRecordsThatTimedOutAgain(t *testing.T) {
+	short := Settings{AttemptTimeout: 200 * time.Millisecond, MaxAttempts: 2, MaxBackoff: 10 * time.Millisecond}
+	p := newPeer(t, silent)
+	kc := newKinesis(p.config(), short, short)
+	_, err := kc.GetRecords(t.Context(), &kinesis.GetRecordsInput{ShardIterator: aws.String("it"), Limit: aws.Int32(10000)})
+	var te *TimeoutError
+	if !errors.As(err, &te) || te.Operation != "GetRecords" {
+		t.Fatalf("err = %v, want a *TimeoutError of GetRecords", err)
+	}
+	if n := p.requests.Load(); n != 1 {
+		t.Fatalf("GetRecords was sent %d times after its attempt timed out, want once", n)
+	}
+	q := newPeer(t, silent)
+	if _, err := newKinesis(q.config(), short, short).ListShards(t.Context(), &kinesis.ListShardsInput{StreamName: aws.String("s")}); !errors.As(err, &te) {
+		t.Fatalf("ListShards: err = %v, want a *TimeoutError", err)
+	}
+	if n := q.requests.Load(); n != int32(short.MaxAttempts) {
+		t.Fatalf("ListShards was sent %d times, want %d attempts", n, short.MaxAttempts)
 	}
 }

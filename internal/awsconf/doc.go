@@ -6,9 +6,12 @@
 //
 // The bounds follow from the lease (lease.DefaultDuration 10 s, renewed
 // every lease.DefaultRenewInterval 3 s): a DynamoDB call of the lease store
-// gives up well inside one renew interval, and a Kinesis call (a hung
-// GetRecords) well inside one lease. The client that invokes the user's
-// target is different: an Invoke that may have run is never sent again
+// gives up well inside one renew interval, and a Kinesis call well inside
+// one lease. GetRecords's attempt fits a 10 MB answer, and one that timed
+// out is not sent again as it was: the reader asks for fewer records (a
+// read runs under its lease, which ends it if lost). The client that
+// invokes the user's target is different: an Invoke that may have run is
+// never sent again
 // (a second one would overlap the first), and its attempt outlasts the
 // target's own timeout, so that Lambda's answer, a timeout included, comes
 // back before ours gives up.

@@ -35,7 +35,8 @@ func (e *TimeoutError) Error() string {
 func (e *TimeoutError) Timeout() bool { return true }
 
 // RetryableError tells the SDK's retryer whether another attempt may be
-// made: yes, except for the target's Invoke, which may have run.
+// made: yes, except for the target's Invoke, which may have run, and for
+// GetRecords, which the reader sends again asking for fewer records.
 func (e *TimeoutError) RetryableError() bool { return e.retryable }
 
 const attemptTimeoutID = "ShardloopAttemptTimeout"

@@ -147,7 +147,7 @@ func NewShardReader(ctx context.Context, env lambdaenv.Reader, cfg aws.Config, l
 	opts.BatchingWindow, opts.Deaggregate = p.BatchingWindow, p.Deaggregate
 	opts.TargetTimeout, opts.Fence = timeout, h.fence
 	opts.ParallelizationFactor, opts.TumblingWindow = p.ParallelizationFactor, p.TumblingWindow
-	opts.Filters = p.Filters
+	opts.Filters, opts.ReadAheadBytes = p.Filters, p.ReadAheadBytes
 	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
 		return nil, err
 	}
@@ -322,7 +322,8 @@ type Coordinator struct {
 // awsconf's bounds. Each pass that finds no stream of the configured name
 // is counted as metrics.StreamNotFound and logged at error level; each pass
 // whose start position is older than the stream's recorded generation as
-// metrics.StaleConfiguration. The loops it starts carry the stream's ARN
+// metrics.StaleConfiguration; the records a new start skipped before they
+// were delivered as metrics.BacklogSkipped. The loops it starts carry the stream's ARN
 // (the records' eventSourceARN), which every pass reads with
 // DescribeStreamSummary.
 func NewCoordinator(ctx context.Context, env lambdaenv.Coordinator, cfg aws.Config, log *slog.Logger, optFns ...Option) (*Coordinator, error) {
@@ -374,6 +375,9 @@ func (h *Coordinator) onPass(r coordinator.StreamResult) {
 			"stream", r.Stream, "var", lambdaenv.VarStream, "err", r.Err)
 	case r.StaleConfiguration:
 		h.metrics.StaleConfiguration(r.Stream)
+	}
+	if len(r.Skipped) > 0 {
+		h.metrics.BacklogSkipped(r.Stream, coordinator.Skipped(r.Skipped)) // the pass logged the shards at WARN
 	}
 }
 

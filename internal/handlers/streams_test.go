@@ -433,3 +433,67 @@ func TestCoordinator_RefusesAnEventItDoesNotTake(t *testing.T) {
 		}
 	}
 }
+
+// A deployment whose new StartPosition moves the shards past records the
+// previous start has not delivered is not refused (nothing can confirm it),
+// but its coordinator logs the shards and counts at WARN and counts
+// BacklogSkipped (the stack's alarm watches it), once.
+func TestCoordinator_ANewStartThatSkipsABacklogWarnsAndCountsBacklogSkipped(t *testing.T) {
+	cfg := localAWS(t, "")
+	kc, dc := testaws.Kinesis(t), testaws.Dynamo(t)
+	stream, table := testaws.Name(t), testaws.Name(t)
+	if _, err := shards.CreateIfMissing(t.Context(), kc, stream, 2); err != nil {
+		t.Fatal(err)
+	}
+	listing, err := shards.List(t.Context(), kc, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []ktypes.PutRecordsRequestEntry
+	for i := range 30 { // 20 on the first shard, 10 on the second
+		es = append(es, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String("k"), ExplicitHashKey: aws.String(listing[min(i/20, 1)].HashKeyStart), Data: []byte("x")})
+	}
+	if _, err := kc.PutRecords(t.Context(), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: es}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // older than the second a latest start pins before Kinesis's time
+	if err := lease.CreateTable(t.Context(), dc, table); err != nil {
+		t.Fatal(err)
+	}
+	store, err := lease.NewDynamoStore(dc, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noStart := coordinator.StarterFunc(func(context.Context, coordinator.Loop) error { return nil })
+	old, err := coordinator.New(coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}},
+		Claim: func(string, shards.Decision) []shards.Shard { return nil }}, store, kc, noStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	var emf, logs lockedBuffer
+	h, err := handlers.NewCoordinator(t.Context(), lambdaenv.Coordinator{
+		Stream: stream, Table: table, StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:loop", Start: "latest",
+	}, cfg, slog.New(slog.NewTextHandler(&logs, nil)), handlers.WithMetrics(&emf), handlers.WithStarter(noStart))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.Handle(t.Context(), json.RawMessage(`{"nudge":true}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := emfCounts(t, emf.String(), "BacklogSkipped"); got != 30 {
+		t.Errorf("BacklogSkipped = %v, want the 30 records, counted once\n%s", got, emf.String())
+	}
+	l := logs.String()
+	for _, want := range []string{"level=WARN", "the new start skips records the stream's previous start has not delivered", "records=30",
+		"shardId-000000000000: 20 records", "shardId-000000000001: 10 records", "previous_start=horizon"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("logs lack %q:\n%s", want, l)
+		}
+	}
+}

@@ -54,6 +54,12 @@ const (
 	// patterns. Unset or empty: every record is delivered.
 	VarFilterCriteria = "SHARDLOOP_FILTER_CRITERIA"
 
+	// VarReadAheadMiB is the shardreader's memory budget for records read
+	// and not yet settled, in MiB (reader.Options.ReadAheadBytes; default
+	// 8, 1 to 1024): reads pause at it, and a read asks for no more records
+	// than fit in what is left.
+	VarReadAheadMiB = "SHARDLOOP_READ_AHEAD_MIB"
+
 	// VarPerShardLag, "true", publishes MillisBehindLatest per shard (the
 	// Shard dimension) besides the stream's maximum: one more CloudWatch
 	// custom metric per shard. The shardreader reads it.
@@ -131,6 +137,8 @@ type Reader struct {
 	Filters []string
 	// PerShardLag: SHARDLOOP_PER_SHARD_LAG is "true".
 	PerShardLag bool
+	// ReadAheadMiB: SHARDLOOP_READ_AHEAD_MIB, DefaultReadAheadMiB when unset.
+	ReadAheadMiB int
 }
 
 // ReaderPolicy returns the reader options of the failure policy and
@@ -147,6 +155,7 @@ func (r Reader) ReaderPolicy() reader.Options {
 		ParallelizationFactor: r.ParallelizationFactor,
 		TumblingWindow:        r.TumblingWindow,
 		Filters:               r.Filters,
+		ReadAheadBytes:        r.ReadAheadMiB << 20,
 	}
 }
 
@@ -282,6 +291,7 @@ func ReaderFromEnv(getenv func(string) string) (Reader, error) {
 		BatchingWindow:   e.duration(VarBatchingWindow, 0, BatchingWindowLimit),
 		Deaggregate:      e.boolean(VarDeaggregate),
 		PerShardLag:      e.boolean(VarPerShardLag),
+		ReadAheadMiB:     e.intIn(VarReadAheadMiB, DefaultReadAheadMiB, ReadAheadMiBLimit),
 
 		ParallelizationFactor: e.intIn(VarParallelizationFactor, DefaultParallelizationFactor, ParallelizationFactorLimit),
 		Filters:               e.filterCriteria(VarFilterCriteria),

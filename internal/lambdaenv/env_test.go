@@ -27,6 +27,15 @@ func TestReaderFromEnv_DefaultsAndValues(t *testing.T) {
 	if r.TargetTimeoutKnown || r.ReaderPolicy().TargetTimeout != 0 {
 		t.Fatalf("target timeout known without SHARDLOOP_TARGET_TIMEOUT: %+v", r)
 	}
+	if r.ReadAheadMiB != 8 || r.ReaderPolicy().ReadAheadBytes != 8<<20 {
+		t.Fatalf("read-ahead budget without SHARDLOOP_READ_AHEAD_MIB: %d MiB, %d bytes; want 8 MiB", r.ReadAheadMiB, r.ReaderPolicy().ReadAheadBytes)
+	}
+	r, err = lambdaenv.ReaderFromEnv(getenv(map[string]string{
+		"SHARDLOOP_LEASE_TABLE": "leases", "SHARDLOOP_TARGET_FUNCTION": "handler", "SHARDLOOP_READ_AHEAD_MIB": "64",
+	}))
+	if err != nil || r.ReaderPolicy().ReadAheadBytes != 64<<20 {
+		t.Fatalf("with SHARDLOOP_READ_AHEAD_MIB=64: %+v, %v; want a 64 MiB budget", r, err)
+	}
 	r, err = lambdaenv.ReaderFromEnv(getenv(map[string]string{
 		"SHARDLOOP_LEASE_TABLE": "leases", "SHARDLOOP_TARGET_FUNCTION": "handler", "SHARDLOOP_TARGET_TIMEOUT": "30s",
 	}))
@@ -44,6 +53,7 @@ func TestFromEnv_ErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{}, false, []string{"SHARDLOOP_LEASE_TABLE is not set", "SHARDLOOP_TARGET_FUNCTION is not set"}},
 		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_BATCH_SIZE": "0"}, false, []string{`SHARDLOOP_BATCH_SIZE="0": want an integer from 1 to 10000`}},
 		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_RUN_LENGTH": "20m"}, false, []string{`SHARDLOOP_RUN_LENGTH="20m"`}},
+		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_READ_AHEAD_MIB": "0"}, false, []string{`SHARDLOOP_READ_AHEAD_MIB="0": want an integer from 1 to 1024`}},
 		{map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f", "SHARDLOOP_TARGET_TIMEOUT": "11m"}, false, []string{`SHARDLOOP_TARGET_TIMEOUT="11m": want a timeout shorter than the run length`}},
 		{map[string]string{"SHARDLOOP_STREAM": "s", "SHARDLOOP_LEASE_TABLE": "t"}, true, []string{"SHARDLOOP_STATE_MACHINE_ARN is not set"}},
 		{map[string]string{"SHARDLOOP_STREAM": "s", "SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_STATE_MACHINE_ARN": "a", "SHARDLOOP_START_POSITION": "yesterday"}, true, []string{`SHARDLOOP_START_POSITION="yesterday"`}},

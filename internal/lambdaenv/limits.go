@@ -90,6 +90,14 @@ const (
 	// configured (Lambda allows 1 s to 15 min); the default is the maximum.
 	MinTargetTimeout = time.Second
 	MaxTargetTimeout = awsconf.MaxTargetTimeout
+	// DefaultReadAheadMiB, MinReadAheadMiB and MaxReadAheadMiB bound the
+	// shardreader's memory budget for records read ahead
+	// (SHARDLOOP_READ_AHEAD_MIB, run --read-ahead-mib, the construct's
+	// ReadAheadMiB, the SAM parameter), in MiB: the reader's
+	// ReadAheadBytes. The default suits a 128 MB function.
+	DefaultReadAheadMiB = reader.DefaultReadAheadBytes >> 20
+	MinReadAheadMiB     = reader.MinReadAheadBytes >> 20
+	MaxReadAheadMiB     = reader.MaxReadAheadBytes >> 20
 )
 
 // WatchFor is how long a coordinator invocation watches the shard of a
@@ -177,6 +185,8 @@ var (
 	// ParallelizationFactorLimit bounds the lanes of one shard, as Lambda
 	// bounds its trigger's ParallelizationFactor.
 	ParallelizationFactorLimit = IntLimit{Min: 1, Max: MaxParallelizationFactor, Why: "lanes delivering one shard concurrently, as Lambda's ParallelizationFactor"}
+	// ReadAheadMiBLimit bounds the memory budget for records read ahead.
+	ReadAheadMiBLimit = IntLimit{Min: MinReadAheadMiB, Max: MaxReadAheadMiB, Why: "MiB of records read and not yet settled; the default suits a 128 MB function"}
 	// TumblingWindowLimit bounds a tumbling window in seconds.
 	TumblingWindowLimit = IntLimit{Min: 0, Max: MaxTumblingWindowSeconds, Why: "seconds, as Lambda's TumblingWindowInSeconds; 0: no windows"}
 )

@@ -72,6 +72,12 @@ type Config struct {
 	// OnPass, when set, is called with each stream's result after every
 	// pass (for metrics). It must be fast.
 	OnPass func(StreamResult)
+	// Observer, when set, is the lease observer the coordinator judges
+	// lapses with (its LeaseDuration must be LeaseDuration's). A local
+	// runner that shares a table shares its own, which also reads the rows
+	// the other runners hold between passes, so that a pass after one of
+	// them crashed finds its leases lapsed when they are. nil: a new one.
+	Observer *lease.Observer
 	// Claim, when set, chooses which of a stream's leasable shards this
 	// coordinator takes in a pass: it gets the pass's decision and returns
 	// the shards to take, a subset of d.Leasable. The others are left for

@@ -80,9 +80,13 @@ func New(cfg Config, store lease.Store, kinesis KinesisAPI, starter Starter) (*C
 	case starter == nil:
 		return nil, &ConfigError{Field: "starter", Reason: "want a Starter"}
 	}
+	observer := cfg.Observer
+	if observer == nil {
+		observer = lease.NewObserver(cfg.LeaseDuration)
+	}
 	return &Coordinator{cfg: cfg, store: store, kinesis: kinesis, starter: starter,
 		nudge: make(chan struct{}, 1), passing: make(chan struct{}, 1), failedSignal: make(chan struct{}, 1), created: map[string]bool{},
-		observer: lease.NewObserver(cfg.LeaseDuration)}, nil
+		observer: observer}, nil
 }
 
 // Nudge asks a running Run or Serve to pass again at once. It never blocks.
@@ -217,6 +221,10 @@ type StreamResult struct {
 	// shard lapses by this coordinator's watch unless renewed (those taken
 	// in this pass included); zero when none is held.
 	NextLapse time.Time
+	// Skipped are the shards whose records not yet delivered (under the
+	// generation recorded before) the generation this pass began moves past
+	// (see CheckStart); logged at WARN.
+	Skipped []Skip
 	// Revoked are the loops holding a listed shard's lease that a new start
 	// (a generation, a reset) revoked and that have not lapsed yet: each
 	// stops at its next renewal, and its shard is taken once the lease
@@ -392,13 +400,22 @@ type summary struct {
 }
 
 func (c *Coordinator) describe(ctx context.Context, stream string) (summary, error) {
+	return describeStream(ctx, c.kinesis, c.cfg.Clock, stream)
+}
+
+// describeAPI is the Kinesis call describeStream makes.
+type describeAPI interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}
+
+func describeStream(ctx context.Context, api describeAPI, clock func() time.Time, stream string) (summary, error) {
 	in := &kinesis.DescribeStreamSummaryInput{}
 	if strings.HasPrefix(stream, "arn:") {
 		in.StreamARN = aws.String(stream)
 	} else {
 		in.StreamName = aws.String(stream)
 	}
-	out, err := c.kinesis.DescribeStreamSummary(ctx, in)
+	out, err := api.DescribeStreamSummary(ctx, in)
 	if err != nil {
 		return summary{}, fmt.Errorf("describe stream: %w", err)
 	}
@@ -412,7 +429,7 @@ func (c *Coordinator) describe(ctx context.Context, stream string) (summary, err
 	if t, ok := shards.ServerTime(out.ResultMetadata); ok {
 		sm.serverNow = t
 	} else {
-		sm.serverNow = c.cfg.Clock() // a client without HTTP responses (tests); documented in docs/design.md
+		sm.serverNow = clock() // a client without HTTP responses (tests); documented in docs/design.md
 	}
 	return sm, nil
 }
@@ -474,6 +491,7 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 		apply = begin
 		next := newGeneration(rec, found, begin, listing, sum.incarnation, sum.serverNow, c.cfg.Clock(), c.cfg.Name)
 		next.Applied = adoptsLegacy(rows, sub)
+		skips := c.skips(ctx, begin, listing, rows, sum, next.Applied)
 		if err := c.store.PutGeneration(ctx, stream, next, prevOrder); err != nil {
 			if errors.Is(err, lease.ErrChanged) {
 				log.InfoContext(ctx, "another coordinator recorded a generation first; deciding again next pass")
@@ -483,6 +501,10 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 		}
 		log.InfoContext(ctx, "generation begins", "generation", next.ID, "order", next.Order, "start", next.Start,
 			"tip", next.Tip, "shards", len(next.Shards), "superseded", next.Superseded)
+		if len(skips) > 0 {
+			res.Skipped = skips
+			warnSkips(ctx, log, sub, rec, found, skips)
+		}
 		rec, res.Generation = next, next
 		if rec.Applied {
 			return false, true, nil

@@ -261,6 +261,35 @@ func TestMatch_DataThatIsNotJSON(t *testing.T) {
 	}
 }
 
+// Data that is a JSON array at the top is matched as an array field is
+// (docs/filtering.md): the pattern's fields match when any element has them,
+// all of one pattern's fields within one element, arrays in arrays too; an
+// element that is not an object has none of the fields.
+func TestMatch_ATopLevelArrayIsMatchedLikeAnArrayField(t *testing.T) {
+	for _, c := range []struct {
+		pattern, data string
+		want          bool
+	}{
+		{`{"data": {"type": ["buy"]}}`, `[{"type": "buy"}, {"type": "sell"}]`, true},
+		{`{"data": {"type": ["buy"]}}`, `[{"type": "sell"}]`, false},
+		{`{"data": {"type": ["buy"]}}`, `[[{"type": "buy"}]]`, true},
+		{`{"data": {"type": ["buy"]}}`, `["buy"]`, false},
+		{`{"data": {"a": ["1"], "b": ["2"]}}`, `[{"a": "1"}, {"b": "2"}]`, false},
+		{`{"data": {"a": ["1"], "b": ["2"]}}`, `[{"a": "1", "b": "2"}]`, true},
+		{`{"data": {"type": [{"exists": false}]}}`, `[{"type": "sell"}]`, false},
+		{`{"data": {"type": [{"exists": false}]}}`, `[]`, true},
+		{`{"data": {"type": [{"exists": false}]}}`, `["buy", 5]`, true},
+	} {
+		s, err := Compile([]string{c.pattern})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Match(rec(c.data)); got != c.want {
+			t.Errorf("pattern %s, data %s: match = %v, want %v", c.pattern, c.data, got, c.want)
+		}
+	}
+}
+
 func TestMatch_FiltersAreORed(t *testing.T) {
 	s, err := Compile([]string{
 		`{"data": {"type": ["buy"]}}`,

@@ -46,6 +46,11 @@ const (
 	// deployment of before a deploy, or the other of two deployments on one
 	// table): it changed nothing (docs/operations.md says what to do).
 	StaleConfiguration = "StaleConfiguration"
+	// BacklogSkipped counts the records a coordinator's new start position
+	// moved shards past before the stream's previous start delivered them
+	// (at least one a shard it could not count; the coordinator logs the
+	// shards at WARN). infra/'s BacklogSkipped alarm watches it.
+	BacklogSkipped = "BacklogSkipped"
 )
 
 // CloudWatch units of the metrics.
@@ -57,7 +62,7 @@ const (
 // counterNames is the order counters appear in a line.
 var counterNames = []string{
 	RecordsDelivered, Batches, TargetErrors, GivenUpBatches, GivenUpRecords,
-	LeaseTakes, LeaseLosses, ShardEnds, ReadErrors, ReadThrottles, AggregatedRecords, StreamNotFound, StaleConfiguration,
+	LeaseTakes, LeaseLosses, ShardEnds, ReadErrors, ReadThrottles, AggregatedRecords, StreamNotFound, StaleConfiguration, BacklogSkipped,
 	PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount, DroppedEventCount, OnFailureDestinationDeliveredEventCount,
 }
 
@@ -260,7 +265,7 @@ type emfMetric struct {
 // Shard is still a property of every line, for CloudWatch Logs Insights.
 // The other counters also carry [Stream, Shard]: they cost only in the
 // hours they occur, and then say which shard is in trouble.
-var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true, StreamNotFound: true, StaleConfiguration: true,
+var streamOnly = map[string]bool{RecordsDelivered: true, Batches: true, StreamNotFound: true, StaleConfiguration: true, BacklogSkipped: true,
 	PolledEventCount: true, FilteredOutEventCount: true, InvokedEventCount: true}
 
 // line is one shard's EMF object, or nil when nothing happened.
@@ -401,4 +406,11 @@ func (r *Recorder) StreamNotFound(stream string) {
 // carries the Stream dimension only.
 func (r *Recorder) StaleConfiguration(stream string) {
 	r.add(stream, "", StaleConfiguration, 1)
+}
+
+// BacklogSkipped counts n records a new start position moved the stream's
+// shards past before they were delivered. It carries the Stream dimension
+// only.
+func (r *Recorder) BacklogSkipped(stream string, n int) {
+	r.add(stream, "", BacklogSkipped, int64(n))
 }

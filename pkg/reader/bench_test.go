@@ -208,8 +208,10 @@ type drainResult struct {
 // keys spread evenly) from one closed shard of the in-memory Kinesis, with
 // its read limits on (5 GetRecords calls and 2 MiB a second, throttling
 // beyond them as Kinesis does), through factor lanes into a target taking
-// took per invocation, and returns the rate it delivered at.
-func drain(b *testing.B, n, batch, factor int, took time.Duration, size int) drainResult {
+// took per invocation, and returns the rate it delivered at. Runs are as
+// long as they may be, unless defaults: then every option not given here is
+// left at its default.
+func drain(b *testing.B, n, batch, factor int, took time.Duration, size int, defaults bool) drainResult {
 	ctx := context.Background()
 	k, err := kinesismem.New(kinesismem.Options{NoWriteLimits: true})
 	if err != nil {
@@ -259,6 +261,9 @@ func drain(b *testing.B, n, batch, factor int, took time.Duration, size int) dra
 	})
 	rc := &benchReads{KinesisAPI: k}
 	opts := Options{Kinesis: rc, Store: store, Target: tgt, BatchSize: int32(batch), ParallelizationFactor: factor, RunLength: MaxRunLength}
+	if defaults {
+		opts.RunLength = 0
+	}
 	st := State{Stream: stream, ShardID: shard, Owner: "drain"}
 	start := time.Now()
 	for {
@@ -297,34 +302,44 @@ func (c *benchReads) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput
 }
 
 // BenchmarkDrain drains a 100,000-record backlog of one shard on the
-// in-memory Kinesis with its read limits on, three ways at once (each has
+// in-memory Kinesis with its read limits on, four ways at once (each has
 // its own Kinesis; they wait, mostly): batches of 100 records of 100 bytes
 // into a target taking 200 ms an invocation at factor 1 and at factor 10
 // (the shard's read limit, 20,000 such records a second, is not what
-// limits either), and batches of 100 records of 1 KB into a 5 ms target at
-// factor 10, which the shard's 2 MB/s limits. Rates are steady ones, from
-// 10 % to 90 % of the backlog delivered. drain_pf10_over_pf1 is the ratio
-// of the first two (the ideal is about 10); drain_vs_read_cap is the third
-// as a fraction of 2 MB/s of 1 KB records, 2,048 a second (Kinesis counts
-// the partition keys too: 2,033 records of 1 KB and a 7-byte key fit).
+// limits either); batches of 100 records of 1 KB into a 5 ms target at
+// factor 10, which the shard's 2 MB/s limits; and 100-byte records into a
+// 5 ms target with every setting at the default a deployment and `shardloop
+// run` have (batches of 100, factor 1). Rates are steady ones, from 10 % to
+// 90 % of the backlog delivered. drain_pf10_over_pf1 is the ratio of the
+// first two (the ideal is about 10); drain_vs_read_cap is the third as a
+// fraction of 2 MB/s of 1 KB records, 2,048 a second (Kinesis counts the
+// partition keys too: 2,033 records of 1 KB and a 7-byte key fit);
+// drain_defaults_vs_write_cap is the fourth against the 1,000 records a
+// second a shard accepts: a shard written at its cap must drain faster.
 func BenchmarkDrain(b *testing.B) {
 	const n = 100_000
 	for b.Loop() {
-		var pf1, pf10, capped drainResult
+		var pf1, pf10, capped, defaults drainResult
 		var wg sync.WaitGroup
-		wg.Go(func() { pf1 = drain(b, n, 100, 1, 200*time.Millisecond, 100) })
-		wg.Go(func() { pf10 = drain(b, n, 100, 10, 200*time.Millisecond, 100) })
-		wg.Go(func() { capped = drain(b, n, 100, 10, 5*time.Millisecond, 1024) })
+		wg.Go(func() { pf1 = drain(b, n, 100, 1, 200*time.Millisecond, 100, false) })
+		wg.Go(func() { pf10 = drain(b, n, 100, 10, 200*time.Millisecond, 100, false) })
+		wg.Go(func() { capped = drain(b, n, 100, 10, 5*time.Millisecond, 1024, false) })
+		wg.Go(func() { defaults = drain(b, n, 100, 1, 5*time.Millisecond, 100, true) })
 		wg.Wait()
 		ratio := pf10.rate / pf1.rate
 		readCap := float64(ShardReadBytes) / 1024
-		writeBenchData(b, "drain", map[string]any{"pf1": pf1.data(), "pf10": pf10.data(), "readCap": capped.data(), "readCapRate": readCap})
+		const writeCap = 1000 // records a second a shard accepts
+		writeBenchData(b, "drain", map[string]any{"pf1": pf1.data(), "pf10": pf10.data(), "readCap": capped.data(), "readCapRate": readCap,
+			"defaults": defaults.data()})
 		b.ReportMetric(ratio, "pf10/pf1")
 		b.ReportMetric(capped.rate/readCap, "of-read-cap")
 		fmt.Printf("bench drain_pf10_over_pf1 %.2f x (factor 10 %.0f records/s in %s, %d reads, %d throttled; factor 1 %.0f records/s in %s, %d reads, %d throttled)\n",
 			ratio, pf10.rate, pf10.took.Round(100*time.Millisecond), pf10.reads, pf10.throttled, pf1.rate, pf1.took.Round(100*time.Millisecond), pf1.reads, pf1.throttled)
 		fmt.Printf("bench drain_vs_read_cap %.3f x (%.0f records/s of 1 KB against %.0f; %d reads in %s, %d throttled)\n",
 			capped.rate/readCap, capped.rate, readCap, capped.reads, capped.took.Round(100*time.Millisecond), capped.throttled)
+		fmt.Printf("bench drain_defaults_records_per_second %.0f records/s (one shard, 100-byte records, every default: batches of 100, factor 1; a 5 ms target; %d reads in %s, %d throttled)\n",
+			defaults.rate, defaults.reads, defaults.took.Round(100*time.Millisecond), defaults.throttled)
+		fmt.Printf("bench drain_defaults_vs_write_cap %.2f x (against the %d records a second a shard accepts)\n", defaults.rate/writeCap, writeCap)
 	}
 }
 

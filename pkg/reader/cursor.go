@@ -30,8 +30,13 @@ type cursor struct {
 	lastRead string    // the last record this run read
 	after    string    // the loop's checkpoint at the start: reopen after it while nothing was read
 	errors   int       // consecutive read errors, across runs
-	row      lease.Lease
-	pace     pacer
+	// shrink halves the limit of the reads that follow a read that timed
+	// out, once per timeout; one halving is undone by a read answered
+	// growBackAfter or more after the last change (shrunk).
+	shrink int
+	shrunk time.Time
+	row    lease.Lease
+	pace   pacer
 	// gone: a read found the stream deleted (ResourceNotFoundException).
 	gone bool
 	// pinAt is the tip this run pinned, or tried to (see pin).
@@ -60,7 +65,10 @@ type readOut struct {
 // read returns the next records: it reopens when there is no iterator (or
 // it is too old), waits for the pacer, retries throttled and failed reads,
 // and gathers a batching window. After a read that returned nothing it
-// waits one poll interval before returning. limit is the GetRecords limit.
+// waits one poll interval before returning. limit is the GetRecords limit;
+// after a read that timed out (an answer too big to arrive in time), the
+// reads ask for half as many, once more per timeout, and grow back a
+// halving a minute while they are answered.
 //
 // Its calls use the run's context: a call in flight when the run halts
 // completes (an iterator opened then is handed on). Its waits end when
@@ -91,18 +99,27 @@ func (c *cursor) read(waits context.Context, limit int32) readOut {
 		}
 		iterIn, issuedIn := c.iter, c.issued
 		issued := r.o.Clock()
+		lim := max(limit>>c.shrink, 1)
 		out, err := r.o.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{
 			ShardIterator: aws.String(c.iter),
-			Limit:         aws.Int32(limit),
+			Limit:         aws.Int32(lim),
 			StreamARN:     nonEmpty(r.in.StreamARN),
 		})
 		if err != nil {
 			c.pace.done(r.o.Clock(), 0)
+			if timedOut(err) && ctx.Err() == nil && lim > 1 {
+				c.shrink, c.shrunk = c.shrink+1, r.o.Clock()
+				r.log.Warn("read timed out; asking for fewer records", "limit", lim, "next_limit", max(limit>>c.shrink, 1), "err", err)
+			}
 			if c.readFailed(waits, "get records", err) == stop {
 				return readOut{stop: ReasonReadErrors}
 			}
 			continue
 		}
+		if c.shrink > 0 && r.o.Clock().Sub(c.shrunk) >= growBackAfter {
+			c.shrink, c.shrunk = c.shrink-1, r.o.Clock()
+		}
+		limit = lim
 		c.pace.done(r.o.Clock(), size(out.Records))
 		c.errors = 0
 		if out.MillisBehindLatest != nil {
@@ -113,9 +130,9 @@ func (c *cursor) read(waits context.Context, limit int32) readOut {
 		if len(recs) > 0 && c.firstSeq == "" {
 			c.firstSeq = aws.ToString(recs[0].SequenceNumber)
 		}
-		if r.o.BatchingWindow > 0 && len(recs) > 0 && len(recs) < int(limit) && next != nil {
-			recs, next, issued = c.fill(waits, recs, next, issued, limit)
-			behind = behind || len(recs) >= int(limit)
+		if fill := r.windowFill(); r.o.BatchingWindow > 0 && len(recs) > 0 && len(recs) < int(fill) && next != nil {
+			recs, next, issued = c.fill(waits, recs, next, issued, fill)
+			behind = behind || len(recs) >= int(fill)
 		}
 		if len(recs) > 0 {
 			c.lastRead = aws.ToString(recs[len(recs)-1].SequenceNumber)
@@ -138,6 +155,30 @@ func (c *cursor) read(waits context.Context, limit int32) readOut {
 		}
 		return readOut{recs: recs, iterIn: iterIn, issuedIn: issuedIn, behind: behind, tipAt: tipAt}
 	}
+}
+
+// growBackAfter: a read answered this long after the reads' limit was last
+// halved (or grown back) grows it back one halving, so that a shard whose
+// reads timed out under a passing load reads at full size again, at most one
+// probe (one timeout) a minute.
+const growBackAfter = time.Minute
+
+// timedOut reports whether err is an attempt that got no answer in time
+// (the attempt timeout of the Kinesis client, a network timeout), which a
+// smaller answer may beat.
+func timedOut(err error) bool {
+	var t interface{ Timeout() bool }
+	return (errors.As(err, &t) && t.Timeout()) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// windowFill is how many records a batching window gathers: a batch, or
+// with N lanes 2 × N batches (at most MaxBatchSize), so that every lane gets
+// one.
+func (r *run) windowFill() int32 {
+	if r.factor <= 1 {
+		return r.o.BatchSize
+	}
+	return int32(min(2*int(r.o.BatchSize)*r.factor, MaxBatchSize))
 }
 
 // size is what records weigh against the shard's read limit.
@@ -165,12 +206,12 @@ func (c *cursor) paced(ctx context.Context) bool {
 const minReadGap = 200 * time.Millisecond
 
 // fill gathers a batch for BatchingWindow: after a read that returned
-// fewer than limit records (recs, read with an iterator issued at first), it
-// reads again every PollInterval (at least 200 ms apart) with the next
-// iterator, until limit records that pass the filters or MaxBatchBytes are
-// gathered, the window since the first read has passed or the next read
-// would end past it, the shard ends, a read fails (the next read retries
-// it), or the run must stop. It returns the records, the next iterator and
+// fewer than limit records (windowFill; recs, read with an iterator issued
+// at first), it reads again every PollInterval (at least 200 ms apart) with
+// the next iterator, until limit records that pass the filters or
+// MaxBatchBytes are gathered, the window since the first read has passed or
+// the next read would end past it, the shard ends, a read fails (the next
+// read retries it), or the run must stop. It returns the records, the next iterator and
 // when it was issued.
 func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, first time.Time, limit int32) ([]types.Record, *string, time.Time) {
 	r := c.r

@@ -54,6 +54,13 @@ const (
 	// per event source mapping by default. The functions, the CLI and the
 	// CDK construct check against it.
 	MaxFilters = 5
+	// DefaultReadAheadBytes, MinReadAheadBytes and MaxReadAheadBytes bound
+	// ReadAheadBytes. The default leaves a 128 MB function room for the
+	// decoding of one read (a GetRecords answer, up to 10 MB, decodes
+	// through about three times its size) and for the batches in flight.
+	DefaultReadAheadBytes = 8 << 20
+	MinReadAheadBytes     = 1 << 20
+	MaxReadAheadBytes     = 1 << 30
 )
 
 // MaxFenceCut is how much below TargetTimeout Options.Fence may be, for a
@@ -77,11 +84,20 @@ type Options struct {
 	Store   lease.Store
 	Target  Target
 
-	// BatchSize is the most records the target gets in one batch, and the
-	// GetRecords limit with one lane (with N lanes a read asks for 2 × N ×
-	// BatchSize, at most 10000, so that 5 reads a second feed every lane).
-	// Default 1000, at most 10000.
+	// BatchSize is the most records the target gets in one batch. A read
+	// is not a batch: it asks for as many records as keep every lane fed
+	// within the shard's 5 reads and 2 MiB a second (at least MinReadLimit,
+	// at most 10000, within ReadAheadBytes), and batches are cut from what
+	// was read. Default 1000, at most 10000.
 	BatchSize int32
+	// ReadAheadBytes is the memory budget for the records a run read and
+	// has not settled (their data and partition keys): reads pause while
+	// that much waits, and a read asks for no more records than fit in
+	// what is left, at the average size of the records the run read so far
+	// (its first read asks for MinReadLimit). Default
+	// DefaultReadAheadBytes (8 MiB), MinReadAheadBytes (1 MiB) to
+	// MaxReadAheadBytes (1 GiB).
+	ReadAheadBytes int
 	// ParallelizationFactor is the number of lanes delivering one shard's
 	// records concurrently, as Lambda's ParallelizationFactor: records go to
 	// a lane by a hash of their partition key, so one key's records are
@@ -238,6 +254,9 @@ func (o *Options) setDefaults() {
 	if o.ParallelizationFactor == 0 {
 		o.ParallelizationFactor = DefaultParallelizationFactor
 	}
+	if o.ReadAheadBytes == 0 {
+		o.ReadAheadBytes = DefaultReadAheadBytes
+	}
 	if o.PollInterval == 0 {
 		o.PollInterval = DefaultPollInterval
 	}
@@ -297,6 +316,8 @@ func (o *Options) validate() error {
 		return bad("BatchSize", o.BatchSize, fmt.Sprintf("1 to %d", MaxBatchSize))
 	case o.ParallelizationFactor < 1 || o.ParallelizationFactor > MaxParallelizationFactor:
 		return bad("ParallelizationFactor", o.ParallelizationFactor, fmt.Sprintf("1 to %d", MaxParallelizationFactor))
+	case o.ReadAheadBytes < MinReadAheadBytes || o.ReadAheadBytes > MaxReadAheadBytes:
+		return bad("ReadAheadBytes", o.ReadAheadBytes, fmt.Sprintf("%d (1 MiB) to %d (1 GiB)", MinReadAheadBytes, MaxReadAheadBytes))
 	case o.PollInterval < 0:
 		return bad("PollInterval", o.PollInterval, "a positive duration")
 	case o.RunLength < 0 || o.RunLength > MaxRunLength:

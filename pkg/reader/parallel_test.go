@@ -229,7 +229,7 @@ func TestRun_WhatRunsAheadOfTheCheckpointIsBounded(t *testing.T) {
 		tgt.took = func(Batch) time.Duration { return 5 * time.Millisecond }
 		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 100, ParallelizationFactor: 4, RunLength: 20 * time.Second}
 		st := m.state("A")
-		limit := readLimit(100, 4)
+		limit := MaxBatchSize // the read that reached the bound
 		for run := range 3 {
 			next, err := Run(t.Context(), o, st)
 			if err != nil || !next.Continue {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,7 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 
+	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
@@ -138,24 +142,25 @@ func TestAhead_SettledUpToSettledToExceptAPendingLanesTail(t *testing.T) {
 }
 
 func TestReadGate_PipelinesABacklogButReadsAtTheTipOnlyForAnIdleLane(t *testing.T) {
+	const budget = DefaultReadAheadBytes
 	for _, tc := range []struct {
 		name string
 		g    readGate
 		want bool
 	}{
-		{"first read", readGate{last: readNone}, true},
-		{"backlog, lanes busy, nothing queued", readGate{last: readBacklog, limit: 100, starving: true}, true},
-		{"backlog, a lane short of a batch", readGate{last: readBacklog, limit: 2000, starving: true, queued: 1500}, true},
-		{"backlog, every lane has a batch waiting", readGate{last: readBacklog, limit: 2000, queued: 1500}, false},
-		{"backlog, a read's worth queued", readGate{last: readBacklog, limit: 100, starving: true, queued: 100}, false},
-		{"backlog, every lane retrying", readGate{last: readBacklog, limit: 100, queued: 0}, false},
-		{"backlog, too much data queued", readGate{last: readBacklog, limit: 100, starving: true, queued: 1, queuedBytes: MaxReadAheadBytes}, false},
-		{"tip, every lane busy", readGate{last: readTip, limit: 100, starving: true}, false},
-		{"tip, a lane idle", readGate{last: readTip, limit: 100, idleLane: true}, true},
-		{"empty, every lane busy", readGate{last: readEmpty, starving: true}, false},
-		{"empty, a lane idle", readGate{last: readEmpty, idleLane: true}, true},
-		{"held at the bound", readGate{last: readBacklog, limit: 100, starving: true, heldRecords: MaxAheadRecords}, false},
-		{"unsettled data at the bound", readGate{last: readEmpty, idleLane: true, heldBytes: MaxAheadBytes}, false},
+		{"first read", readGate{last: readNone, budget: budget}, true},
+		{"backlog, lanes busy, nothing queued", readGate{last: readBacklog, limit: 100, starving: true, budget: budget}, true},
+		{"backlog, a lane starving", readGate{last: readBacklog, limit: 2000, starving: true, queued: 1500, budget: budget}, true},
+		{"backlog, no lane starving", readGate{last: readBacklog, limit: 2000, queued: 1500, budget: budget}, false},
+		{"backlog, a read's worth queued", readGate{last: readBacklog, limit: 100, starving: true, queued: 100, budget: budget}, false},
+		{"backlog, every lane retrying", readGate{last: readBacklog, limit: 100, queued: 0, budget: budget}, false},
+		{"tip, every lane busy", readGate{last: readTip, limit: 100, starving: true, budget: budget}, false},
+		{"tip, a lane idle", readGate{last: readTip, limit: 100, idleLane: true, budget: budget}, true},
+		{"empty, every lane busy", readGate{last: readEmpty, starving: true, budget: budget}, false},
+		{"empty, a lane idle", readGate{last: readEmpty, idleLane: true, budget: budget}, true},
+		{"held at the bound", readGate{last: readBacklog, limit: 100, starving: true, heldRecords: MaxAheadRecords, budget: budget}, false},
+		{"unsettled data at the budget", readGate{last: readEmpty, idleLane: true, heldBytes: budget, budget: budget}, false},
+		{"backlog, unsettled data at the budget", readGate{last: readBacklog, limit: 100, starving: true, heldBytes: budget, budget: budget}, false},
 	} {
 		if got := tc.g.open(); got != tc.want {
 			t.Errorf("%s: open = %v, want %v", tc.name, got, tc.want)
@@ -163,10 +168,29 @@ func TestReadGate_PipelinesABacklogButReadsAtTheTipOnlyForAnIdleLane(t *testing.
 	}
 }
 
-func TestReadLimit_IsTheBatchWithOneLaneAndFeedsEveryLaneWithMore(t *testing.T) {
-	for _, c := range []struct{ batch, factor, want int }{{100, 1, 100}, {1000, 1, 1000}, {100, 4, 800}, {100, 10, 2000}, {1000, 10, 10000}, {10000, 2, 10000}} {
-		if got := readLimit(c.batch, c.factor); got != c.want {
-			t.Errorf("readLimit(%d, %d) = %d, want %d", c.batch, c.factor, got, c.want)
+// A read is not a batch: it asks for as many records as five reads a
+// second need to carry the shard's 2 MiB (1,000 to 10,000), and no more
+// than fit in what is left of the read-ahead budget.
+func TestReadSize_FeedsTheLanesWithinTheShardsLimitsAndTheBudget(t *testing.T) {
+	const room = DefaultReadAheadBytes
+	for _, c := range []struct {
+		name       string
+		avg        float64
+		room       int
+		catchingUp bool
+		want       int
+	}{
+		{"nothing read yet", 0, room, false, MinReadLimit},
+		{"100-byte records: 2 MiB a second in 5 reads", 107, room, false, 3920},
+		{"1 KB records: at least 1,000", 1024, room, false, MinReadLimit},
+		{"tiny records: at most 10,000", 10, room, false, MaxBatchSize},
+		{"100 KB records: what fits in the budget", 100 << 10, room, false, 81},
+		{"the budget used up: one", 1024, 0, false, 1},
+		{"catching up: as many as a read gives", 107, room, true, MaxBatchSize},
+		{"catching up within the budget", 1024, 1 << 20, true, 1024},
+	} {
+		if got := readSize(c.avg, c.room, c.catchingUp); got != c.want {
+			t.Errorf("%s: readSize(%v, %d, %v) = %d, want %d", c.name, c.avg, c.room, c.catchingUp, got, c.want)
 		}
 	}
 }
@@ -227,14 +251,14 @@ func (e *expiring) GetShardIterator(ctx context.Context, in *kinesis.GetShardIte
 func TestRun_AnIteratorExpiringWhileReadingAheadSkipsAndRepeatsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemStream(t)
-		m.put(t, keys(5), 500)
+		m.put(t, keys(5), 2500)
 		m.close(t)
-		k := &expiring{KinesisAPI: m.k, at: 3}
+		k := &expiring{KinesisAPI: m.k, at: 2} // the read ahead of the first (reads ask for 1,000 and more)
 		tgt := newKeyedTarget(t)
 		tgt.took = func(Batch) time.Duration { return 300 * time.Millisecond }
 		o := Options{Kinesis: k, Store: m.store, Target: tgt, BatchSize: 50, RunLength: time.Minute}
 		st := runLoop(t, o, m.state("A"), 5, nil)
-		if st.Reason != ReasonShardEnd || len(tgt.seen) != 500 || tgt.disorder != 0 {
+		if st.Reason != ReasonShardEnd || len(tgt.seen) != 2500 || tgt.disorder != 0 {
 			t.Fatalf("ended %q with %d records, %d out of order", st.Reason, len(tgt.seen), tgt.disorder)
 		}
 		for d, n := range tgt.seen {
@@ -284,6 +308,71 @@ func TestLane_BisectionDeliversHalvesFromAQueueOfWork(t *testing.T) {
 		want := []string{"0-8", "0-4", "4-8", "4-6", "4-5", "5-6", "5-6", "6-8"}
 		if !slices.Equal(spans, want) || !slices.Equal(gave, []string{bad}) {
 			t.Errorf("deliveries %v, given up %v; want %v and the record at 5 alone", spans, gave, want)
+		}
+	})
+}
+
+// slowBigAnswers times out every GetRecords whose answer would be larger
+// than max bytes, after the attempt timeout, as a client whose answer
+// cannot arrive in time does (the SDK's operation error around awsconf's
+// TimeoutError); smaller answers come at once. It records the limits asked.
+type slowBigAnswers struct {
+	KinesisAPI
+	max    int
+	mu     sync.Mutex
+	limits []int32
+}
+
+func (s *slowBigAnswers) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	s.mu.Lock()
+	s.limits = append(s.limits, aws.ToInt32(in.Limit))
+	s.mu.Unlock()
+	out, err := s.KinesisAPI.GetRecords(ctx, in, fns...)
+	if err != nil || size(out.Records) <= s.max {
+		return out, err
+	}
+	after := awsconf.Kinesis.AttemptTimeout
+	time.Sleep(after)
+	return nil, &smithy.OperationError{ServiceID: "Kinesis", OperationName: "GetRecords",
+		Err: &awsconf.TimeoutError{Service: "Kinesis", Operation: "GetRecords", Endpoint: "https://kinesis.local", After: after}}
+}
+
+// A read whose answer is too big to arrive within the attempt timeout is
+// tried again with a smaller Limit, not the same one: the run delivers the
+// backlog rather than failing the same read until it gives up.
+func TestRun_AReadThatTimesOutIsRetriedWithASmallerLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		data := strings.Repeat("x", 9<<10) // 9 KB records: 1,000 of them are a 9 MB answer
+		var in []types.PutRecordsRequestEntry
+		for i := range 1200 {
+			in = append(in, types.PutRecordsRequestEntry{PartitionKey: aws.String(fmt.Sprint("k", i%10)), Data: []byte(data)})
+			if len(in) == 100 {
+				if _, err := m.k.PutRecords(t.Context(), &kinesis.PutRecordsInput{StreamName: aws.String(m.stream), Records: in}); err != nil {
+					t.Fatal(err)
+				}
+				in = nil
+			}
+		}
+		k := &slowBigAnswers{KinesisAPI: m.k, max: 3 << 20} // answers over 3 MB time out
+		var delivered atomic.Int64
+		tgt := FuncTarget(func(_ context.Context, b Batch) (int, error) {
+			delivered.Add(int64(len(b.Records)))
+			return len(b.Records), nil
+		})
+		st, err := Run(t.Context(), Options{Kinesis: k, Store: m.store, Target: tgt}, m.state("A")) // batches of 1,000
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.mu.Lock()
+		limits := slices.Clone(k.limits)
+		k.mu.Unlock()
+		t.Logf("limits asked: %v; ended %q with %d delivered", limits, st.Reason, delivered.Load())
+		if st.Reason != ReasonContinue || delivered.Load() != 1200 {
+			t.Fatalf("the run ended %q with %d of 1,200 records delivered, want it to go on with every record delivered", st.Reason, delivered.Load())
+		}
+		if len(limits) < 3 || limits[1] >= limits[0] || limits[2] >= limits[1] {
+			t.Errorf("limits asked %v: want each read after a timeout to ask for fewer records", limits)
 		}
 	})
 }

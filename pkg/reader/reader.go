@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -184,15 +185,20 @@ type run struct {
 	quit       chan struct{} // closed when schedule returns: senders give up
 
 	// Owned by schedule (and the steps after it).
-	led        ledger
-	book       []laneBook
-	reads      []readMark
-	written    string // the checkpoint on the row, as far as this run knows
-	routedTo   string // the last record this run routed (took): what a hand-on may say it settled up to
-	want       string // the checkpoint the ledger allows
-	failedAt   string // the last checkpoint write that failed (not a lost lease)
-	settledIn  map[string]bool
-	cursorBusy bool // a read was asked for and its answer not taken
+	led     ledger
+	book    []laneBook
+	reads   []readMark
+	written string // the checkpoint on the row, as far as this run knows
+	// routedTo is the last record this run routed (took): what a hand-on
+	// may say it settled up to.
+	routedTo string
+	// readRecords and readBytes are what this run read (data and partition
+	// keys), for the size of the next read.
+	readRecords, readBytes int64
+	want                   string // the checkpoint the ledger allows
+	failedAt               string // the last checkpoint write that failed (not a lost lease)
+	settledIn              map[string]bool
+	cursorBusy             bool // a read was asked for and its answer not taken
 
 	// Tumbling windows (window.go), owned by schedule: the lane's window as
 	// of its last event, the generations of it written and last failed, and
@@ -209,6 +215,7 @@ type laneBook struct {
 	busy    bool
 	failing bool // its batch failed a delivery and is being retried
 	stopped bool // its batch ended unsettled: it takes no more
+	late    bool // it started a batch past the run's length
 }
 
 func (b *laneBook) idle() bool { return !b.busy && !b.stopped && len(b.q) == 0 }
@@ -249,12 +256,10 @@ const (
 	// back (one lane retrying it) makes the others deliver at most this
 	// many records that a takeover would deliver again.
 	MaxAheadRecords = 10000
-	// MaxAheadBytes bounds the data of the records a run read and has not
-	// settled; reads pause at it.
-	MaxAheadBytes = 32 << 20
-	// MaxReadAheadBytes bounds the data read ahead for lanes that are busy
-	// (besides the read-ahead of one read's worth of records).
-	MaxReadAheadBytes = 10 << 20
+	// MinReadLimit is the fewest records a read asks for while the
+	// read-ahead budget has room for them (the GetRecords limit of the
+	// seed's design), and what the first read of a run asks for.
+	MinReadLimit = 1000
 )
 
 func (r *run) loop(parent context.Context) State {
@@ -324,9 +329,8 @@ func (r *run) schedule() outcome {
 	r.book = make([]laneBook, r.factor)
 	r.settledIn = map[string]bool{}
 	r.want = r.written
-	limit := int32(readLimit(int(r.o.BatchSize), r.factor))
 	// Records the previous run settled ahead are read again only to be
-	// passed: as many a call as Kinesis gives.
+	// passed: as many a call as Kinesis gives (within the budget).
 	catchingUp := func() bool {
 		return r.ahead.to != "" && (r.cur.lastRead == "" || seqLess(r.cur.lastRead, r.ahead.to))
 	}
@@ -411,17 +415,16 @@ func (r *run) schedule() outcome {
 			readsCut = true
 		}
 		if !r.halt.Load() && !r.yielded() {
-			// Past the run's length, what was read still gets its first
-			// delivery (as a batch read before the end always did); lanes in
+			// Past the run's length each lane starts one more batch at most
+			// (what a read that was a batch gave it before), so a run does not
+			// outlast its length by delivering all it read ahead: the rest is
+			// read again by the next run (from the checkpoint, or with the
+			// iterator of the first read no batch came from). Lanes in
 			// trouble stop retrying.
-			r.dispatch()
+			r.dispatch(halted)
 		}
-		if !r.cursorBusy && !ended && !halted && r.gate(last, limit).open() {
-			if catchingUp() {
-				reqs <- MaxBatchSize
-			} else {
-				reqs <- limit
-			}
+		if limit := r.readLimit(catchingUp()); !r.cursorBusy && !ended && !halted && r.gate(last, limit).open() {
+			reqs <- limit
 			r.cursorBusy = true
 		}
 		if !r.cursorBusy && r.lanesIdle() {
@@ -478,19 +481,45 @@ func (r *run) schedule() outcome {
 	}
 }
 
-// readLimit is what one read asks for: BatchSize with one lane (a read is a
-// batch, as it always was); with N lanes 2 × N × BatchSize (at most 10,000),
-// so that the shard's 5 reads a second can keep every lane busy.
-func readLimit(batchSize, factor int) int {
-	if factor <= 1 {
-		return batchSize
+// readLimit is what the next read asks for (see readSize), from the
+// records this run read so far and the data it holds unsettled; catchingUp:
+// the records are ones an earlier run settled, passed at once.
+func (r *run) readLimit(catchingUp bool) int32 {
+	var avg float64
+	if r.readRecords > 0 {
+		avg = float64(r.readBytes) / float64(r.readRecords)
 	}
-	return min(2*batchSize*factor, MaxBatchSize)
+	return int32(readSize(avg, r.o.ReadAheadBytes-r.led.bytes, catchingUp))
+}
+
+// readSize is what one read asks for, by the average size avg of the
+// records read so far (data and partition key; 0 before the first) and the
+// room left in the read-ahead budget: as many records as keep every lane fed
+// within the shard's limits (ShardReadsPerSecond reads of them carry
+// ShardReadBytes a second, all a shard serves), at least MinReadLimit and at
+// most MaxBatchSize; when catching up, MaxBatchSize. Then no more than fit
+// in room at avg (at least one). A read is not a batch: batches are cut from
+// what was read. Before any record was read, MinReadLimit.
+func readSize(avg float64, room int, catchingUp bool) int {
+	if avg <= 0 {
+		return MinReadLimit
+	}
+	n := MaxBatchSize
+	if !catchingUp {
+		n = min(max(int(math.Ceil(float64(ShardReadBytes)/ShardReadsPerSecond/avg)), MinReadLimit), MaxBatchSize)
+	}
+	if fit := int(float64(room) / avg); fit < n {
+		n = max(fit, 1)
+	}
+	return n
 }
 
 // gate gathers what decides whether the cursor reads now.
 func (r *run) gate(last readKind, limit int32) readGate {
-	g := readGate{last: last, limit: int(limit), heldRecords: r.led.records, heldBytes: r.led.bytes}
+	g := readGate{last: last, limit: int(limit), heldRecords: r.led.records, heldBytes: r.led.bytes, budget: r.o.ReadAheadBytes}
+	// A lane starves when less than a batch, or half its part of a read,
+	// waits for it: the next read then lands before it runs dry.
+	low := max(int(r.o.BatchSize), int(limit)/(2*r.factor))
 	for i := range r.book {
 		b := &r.book[i]
 		g.idleLane = g.idleLane || b.idle()
@@ -498,11 +527,8 @@ func (r *run) gate(last readKind, limit int32) readGate {
 			continue
 		}
 		waiting := len(b.q) - b.sent
-		g.starving = g.starving || waiting < int(r.o.BatchSize)
+		g.starving = g.starving || waiting < low
 		g.queued += waiting
-		for _, u := range b.q[b.sent:] {
-			g.queuedBytes += u.size()
-		}
 	}
 	return g
 }
@@ -512,29 +538,29 @@ type readGate struct {
 	last                   readKind
 	limit                  int  // records a read asks for
 	idleLane               bool // some lane has nothing to deliver
-	starving               bool // some lane not retrying a failed delivery has less than a batch waiting
-	queued, queuedBytes    int  // read and waiting for the lanes that are not retrying
+	starving               bool // some lane not retrying has less than a batch (or half its part of a read) waiting
+	queued                 int  // read and waiting for the lanes that are not retrying
 	heldRecords, heldBytes int  // the ledger: records past the checkpoint, data not settled
+	budget                 int  // Options.ReadAheadBytes
 }
 
 // open says whether to read now. Never past MaxAheadRecords held past the
-// checkpoint, or MaxAheadBytes of data not settled. While the shard has a
-// backlog, read ahead of the lanes (pipelined) while a lane that is not
-// retrying has less than a batch waiting, and less than one read's worth
-// (and MaxReadAheadBytes) waits in all. At the tip (the last read returned
-// little or nothing), read only once a lane is idle: as often as a strictly
-// sequential reader would, so an idle or slow shard spends no more of its
-// shared reads than with one lane. (The poll interval after an empty read
-// is the cursor's.)
+// checkpoint, or the read-ahead budget of data not settled. While the shard
+// has a backlog, read ahead of the lanes (pipelined) while a lane that is
+// not retrying starves, and less than one read's worth waits in all. At the
+// tip (the last read returned little or nothing), read only once a lane is
+// idle: as often as a strictly sequential reader would, so an idle or slow
+// shard spends no more of its shared reads than with one lane. (The poll
+// interval after an empty read is the cursor's.)
 func (g readGate) open() bool {
-	if g.heldRecords >= MaxAheadRecords || g.heldBytes >= MaxAheadBytes {
+	if g.heldRecords >= MaxAheadRecords || g.heldBytes >= g.budget {
 		return false
 	}
 	switch g.last {
 	case readNone:
 		return true
 	case readBacklog:
-		return g.starving && g.queued < g.limit && g.queuedBytes < MaxReadAheadBytes
+		return g.starving && g.queued < g.limit
 	}
 	return g.idleLane
 }
@@ -549,6 +575,8 @@ func (r *run) took(out readOut) {
 	r.routedTo = aws.ToString(out.recs[len(out.recs)-1].SequenceNumber)
 	mark := readMark{first: r.led.head() + len(r.led.entries), iter: out.iterIn, issued: out.issuedIn}
 	r.polled(len(out.recs))
+	r.readRecords += int64(len(out.recs))
+	r.readBytes += int64(size(out.recs))
 	us, lead := r.units(out.recs)
 	if lead > 0 {
 		// The records before the first unit (all of them when there is
@@ -568,8 +596,9 @@ func (r *run) took(out readOut) {
 }
 
 // dispatch hands each idle lane its next batch: up to BatchSize of its
-// units, in order.
-func (r *run) dispatch() {
+// units, in order; past the run's length (late), to a lane that has not
+// started one since.
+func (r *run) dispatch(late bool) {
 	for i := range r.book {
 		b := &r.book[i]
 		if r.windowDue(b) {
@@ -577,12 +606,12 @@ func (r *run) dispatch() {
 			r.lanes[i].work <- []unit{} // the window's final invocation
 			continue
 		}
-		if b.busy || b.stopped || len(b.q) == 0 {
+		if b.busy || b.stopped || len(b.q) == 0 || (late && b.late) {
 			continue
 		}
 		n := r.windowCut(b.q[:min(len(b.q), int(r.o.BatchSize))])
 		batch := slices.Clone(b.q[:n])
-		b.sent, b.busy, b.failing = n, true, false
+		b.sent, b.busy, b.failing, b.late = n, true, false, late
 		for _, u := range batch {
 			r.touch(u.idx)
 		}

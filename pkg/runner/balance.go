@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -23,14 +24,24 @@ import (
 // BeatInterval and looks at the stream's runners every Interval. A runner
 // whose heartbeat counter this runner has seen stand still for a lease
 // duration (on this runner's clock) is gone; the others are live. The
-// shards in play (leasable, or held by a live runner) are divided evenly
-// between the live runners: ranked by id, each gets n/r and the first n%r
-// one more, so every runner computes the same shares from the same view.
-// A runner above its share hands the excess over gracefully: the loops
-// yield (their delivery in flight settles, they checkpoint and release),
-// and a runner below its share takes the released rows at once. A runner
-// below its share looks for released rows every Interval while another
-// reports more leases than its share.
+// shards in play (leasable, held by a live runner, or held by a runner this
+// one saw go) are divided evenly between the live runners: ranked by id,
+// each gets n/r and the first n%r one more, so every runner computes the
+// same shares from the same view; each takes its part of the leasable
+// shards in that order. A runner above its share hands the excess over
+// gracefully: the loops yield (their delivery in flight settles, they
+// checkpoint and release), and a runner below its share takes the released
+// rows at once. A runner below its share looks for released rows every
+// Interval while another reports more leases than its share.
+//
+// A runner that crashed releases nothing: its leases lapse. Every look also
+// reads the rows of the shards other runners hold (one BatchGetItem), so
+// that the lease observer of this runner's coordinator sees each renewal
+// within an Interval of its write, and knows when the rows of a runner that
+// stopped will lapse on this runner's clock. Once a runner is gone, the
+// others pursue its shards: each passes when a row of it lapses (and at
+// every look while one stays lapsed and untaken), and takes its share of
+// them, about a lease duration after the crash whatever the traffic.
 type Balance struct {
 	// ID names the runner in its heartbeat rows and, after "@", in its
 	// loops' owner ids (so shardloop status shows which runner reads each
@@ -126,14 +137,18 @@ func fairShare(self string, live []string, n int) int {
 }
 
 // inPlay counts the shards a decision divides between the live runners:
-// the leasable ones and those held by a live runner. A shard held by an
-// owner that is no live runner (a runner gone, whose lease will lapse, or
-// a loop of a deployment on the same table) is left out until it is free.
-func inPlay(d shards.Decision, live []string) int {
+// the leasable ones, those held by a live runner, and those held by a runner
+// known gone (gone), whose leases will lapse and which the survivors take
+// then. A shard held by any other owner (a loop of a deployment on the same
+// table, or a runner this one has not seen) is left out until it is free.
+func inPlay(d shards.Decision, live []string, gone map[string]time.Time) int {
 	n := len(d.Leasable)
 	for _, why := range d.NotLeasable {
 		if why.Kind == shards.Held {
-			if _, ok := slices.BinarySearch(live, lease.OwnerRunner(why.Owner)); ok {
+			r := lease.OwnerRunner(why.Owner)
+			_, isLive := slices.BinarySearch(live, r)
+			_, isGone := gone[r]
+			if isLive || (isGone && r != "") {
 				n++
 			}
 		}
@@ -152,21 +167,33 @@ func heldBy(d shards.Decision, runner string) int {
 	return n
 }
 
-// claim chooses the leasable shards runner self takes in a pass: up to its
-// share less what it holds, and any that has waited declined for grace or
-// longer (a share computed on a view the others do not have yet must not
-// leave a shard unread). since records when each declined shard was first
-// declined; claim updates it.
-func claim(self string, live []string, d shards.Decision, since map[string]time.Time, now time.Time, grace time.Duration) []shards.Shard {
-	room := fairShare(self, live, inPlay(d, live)) - heldBy(d, self)
+// claim chooses the leasable shards runner self takes in a pass: its part of
+// them, and any that has waited declined for grace or longer (a share
+// computed on a view the others do not have yet must not leave a shard
+// unread). Its part: every live runner's room is its share less what it
+// holds, and the leasable shards, in the decision's order, are dealt out
+// by rank: the first runner's room of them to it, the next ones to the
+// next, so runners passing at once (after a crash, a leave) take different
+// shards rather than race for the same. since records when each declined
+// shard was first declined; claim updates it.
+func claim(self string, live []string, gone map[string]time.Time, d shards.Decision, since map[string]time.Time, now time.Time, grace time.Duration) []shards.Shard {
+	n := inPlay(d, live, gone)
+	offset, room := 0, fairShare(self, live, n)-heldBy(d, self) // with no view of the others: all of them
+	for _, id := range live {
+		r := max(fairShare(id, live, n)-heldBy(d, id), 0)
+		if id == self {
+			room = r
+			break
+		}
+		offset += r
+	}
 	var take []shards.Shard
 	leasable := make(map[string]bool, len(d.Leasable))
-	for _, s := range d.Leasable {
+	for i, s := range d.Leasable {
 		leasable[s.ID] = true
 		first, waited := since[s.ID]
 		switch {
-		case room > 0:
-			room--
+		case i >= offset && i < offset+room:
 		case waited && now.Sub(first) >= grace:
 		default:
 			if !waited {
@@ -177,6 +204,7 @@ func claim(self string, live []string, d shards.Decision, since map[string]time.
 		take = append(take, s)
 		delete(since, s.ID)
 	}
+
 	for id := range since {
 		if !leasable[id] {
 			delete(since, id) // taken by another, or no longer listed
@@ -208,13 +236,16 @@ func handoffDue(self string, live []string, leases map[string]int, n int) bool {
 }
 
 // balancer is a runner's part in balancing: its heartbeats, its view of
-// the live runners per stream, and the Claim hook of its coordinator.
+// the live runners per stream, its watch of the rows other runners hold,
+// and the Claim hook of its coordinator.
 type balancer struct {
 	r        *Runner
 	o        Balance
 	store    lease.Store
 	clock    func() time.Time
 	duration time.Duration // a runner whose heartbeat stood still this long is gone
+	// observer judges heartbeats and, shared with the coordinator, lease
+	// rows: what a look reads of the others' rows counts for the passes.
 	observer *lease.Observer
 	streams  []string
 
@@ -228,19 +259,33 @@ type view struct {
 	listed   bool           // whether the last look listed this runner
 	live     []string       // live runners at the last look, self included, sorted
 	leases   map[string]int // what the live runners reported at their last beat
-	inPlay   int            // shards in play at the last pass; -1 before the first
+	passed   bool           // a pass has decided
 	leasable int            // leasable shards at the last pass
+	held     map[string]int // shards held at the last pass, by runner ("" for other owners)
 	declined map[string]time.Time
 	// pursue: until then, a runner below its share nudges its coordinator at
 	// every look, to take released rows at once.
 	pursue time.Time
+	// gone are the runners this one saw live and then no more (their
+	// heartbeat lapsed, or another runner removed it, or they left), with
+	// when it learned it; kept while the last pass saw them hold a row.
+	gone map[string]time.Time
+	// watch are the shards whose rows each look reads: those the last pass
+	// saw held by another runner, or leasable.
+	watch []string
+	// beats are the other runners' heartbeat counters as last seen;
+	// out the runners counted out while their heartbeat stands still at
+	// the counter given (see look).
+	beats map[string]beatSeen
+	out   map[string]int64
 }
 
-func newBalancer(r *Runner, o Balance, streams []string) *balancer {
+func newBalancer(r *Runner, o Balance, streams []string, observer *lease.Observer) *balancer {
 	b := &balancer{r: r, o: o, store: r.opts.Store, clock: r.clock, duration: r.leaseFor,
-		observer: lease.NewObserver(r.leaseFor), streams: streams, views: map[string]*view{}}
+		observer: observer, streams: streams, views: map[string]*view{}}
 	for _, s := range streams {
-		b.views[s] = &view{live: []string{o.ID}, inPlay: -1, declined: map[string]time.Time{}, leases: map[string]int{}}
+		b.views[s] = &view{live: []string{o.ID}, declined: map[string]time.Time{}, leases: map[string]int{},
+			gone: map[string]time.Time{}, beats: map[string]beatSeen{}, out: map[string]int64{}}
 	}
 	return b
 }
@@ -253,16 +298,50 @@ func (b *balancer) claim(stream string, d shards.Decision) []shards.Shard {
 	if !ok {
 		return d.Leasable
 	}
-	v.inPlay, v.leasable = inPlay(d, v.live), len(d.Leasable)
-	return claim(b.o.ID, v.live, d, v.declined, b.clock(), b.duration/2)
+	now := b.clock()
+	v.passed, v.leasable = true, len(d.Leasable)
+	v.held = map[string]int{}
+	for _, why := range d.NotLeasable {
+		if why.Kind == shards.Held {
+			v.held[lease.OwnerRunner(why.Owner)]++
+		}
+	}
+	v.watch = watchOf(b.o.ID, d)
+	for r, at := range v.gone {
+		if heldBy(d, r) == 0 && now.Sub(at) >= b.duration {
+			delete(v.gone, r) // holds nothing any more
+		}
+	}
+	return claim(b.o.ID, v.live, v.gone, d, v.declined, now, b.duration/2)
 }
 
-// run beats and looks until ctx ends.
+// watchOf lists the shards of a decision whose rows a look reads: those
+// held by another runner, and the leasable ones (another runner may take
+// them before this one's next pass).
+func watchOf(self string, d shards.Decision) []string {
+	var ids []string
+	for _, s := range d.Leasable {
+		ids = append(ids, s.ID)
+	}
+	for id, why := range d.NotLeasable {
+		if r := lease.OwnerRunner(why.Owner); why.Kind == shards.Held && r != "" && r != self {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// run beats and looks until ctx ends, and nudges the coordinator when a
+// row of a runner gone is due to lapse.
 func (b *balancer) run(ctx context.Context) {
 	look := time.NewTicker(b.o.Interval)
 	defer look.Stop()
 	beat := time.NewTicker(b.o.BeatInterval)
 	defer beat.Stop()
+	pursue := time.NewTimer(time.Hour)
+	pursue.Stop()
+	defer pursue.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,10 +349,20 @@ func (b *balancer) run(ctx context.Context) {
 		case <-beat.C:
 			b.beatAll(ctx)
 		case <-look.C:
-			b.lookAll(ctx)
+			if at := b.lookAll(ctx); at.IsZero() {
+				pursue.Stop()
+			} else {
+				pursue.Reset(max(at.Sub(b.clock()), 0) + lapseGrace)
+			}
+		case <-pursue.C:
+			b.r.coord.Nudge()
 		}
 	}
 }
+
+// lapseGrace is how long after a row's lapse (by the observer) the pursuit
+// passes: the pass reads the row again after that moment.
+const lapseGrace = 5 * time.Millisecond
 
 func (b *balancer) beatAll(ctx context.Context) {
 	for _, s := range b.streams {
@@ -281,10 +370,16 @@ func (b *balancer) beatAll(ctx context.Context) {
 	}
 }
 
-func (b *balancer) lookAll(ctx context.Context) {
+// lookAll looks at every stream; it returns when the first row of a runner
+// gone lapses unless taken first (zero when none is lapsing).
+func (b *balancer) lookAll(ctx context.Context) time.Time {
+	var next time.Time
 	for _, s := range b.streams {
-		b.look(ctx, s)
+		if at := b.look(ctx, s); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
 	}
+	return next
 }
 
 // callTimeout bounds one store call of the balancer.
@@ -306,30 +401,57 @@ func (b *balancer) beat(ctx context.Context, stream string) {
 	b.mu.Unlock()
 }
 
-// look reads the stream's runners, removes those gone, and acts on this
-// runner's share: it hands over what it holds above it, and when it holds
-// less while a handoff is due or shards were left leasable, it nudges the
-// coordinator to look for released rows now.
-func (b *balancer) look(ctx context.Context, stream string) {
+// look reads the stream's runners, removes those gone, reads the rows of the
+// shards others hold (observe), and acts on this runner's share: it hands
+// over what it holds above it, and when it holds less while a handoff is due
+// or shards were left leasable, it nudges the coordinator to look for
+// released rows now. It nudges it too while a row of a runner gone is free
+// or lapsed, and returns when the first other such row lapses (zero when
+// none is lapsing), for run to nudge it then.
+//
+// A runner is gone once its heartbeat stood still for a lease duration, or
+// sooner: once it missed a beat and one of the leases it holds lapsed on
+// this runner's clock (it is counted out while its heartbeat stands still),
+// so that its shards are taken as their leases lapse, not only once its
+// heartbeat does.
+func (b *balancer) look(ctx context.Context, stream string) time.Time {
 	callCtx, cancel := context.WithTimeout(ctx, b.callTimeout())
 	defer cancel()
 	hs, err := b.store.Runners(callCtx, stream)
 	if err != nil {
 		b.r.log.WarnContext(ctx, "reading the stream's runners failed; retrying", "stream", stream, "err", err)
-		return
+		return time.Time{}
 	}
 	now := b.clock()
+	b.mu.Lock()
+	v := b.views[stream]
+	out := maps.Clone(v.out)
+	beats := v.beats
+	b.mu.Unlock()
+
 	live := []string{b.o.ID}
 	leases := map[string]int{}
 	listed := false
+	stalled := map[string]int64{} // runners that missed a beat, by counter
+	seenBeats := map[string]beatSeen{}
 	for _, hb := range hs {
 		if hb.Runner == b.o.ID {
 			listed = hb.Counter > 0
 			continue
 		}
-		v := b.observer.ObserveRunner(stream, hb, now)
-		if v.Lapsed {
-			err := b.store.Leave(callCtx, stream, hb.Runner, v.Counter)
+		if hb.Counter > 0 {
+			bs, ok := beats[hb.Runner]
+			if !ok || bs.counter != hb.Counter || now.Before(bs.since) {
+				bs = beatSeen{counter: hb.Counter, since: now}
+			}
+			seenBeats[hb.Runner] = bs
+			if now.Sub(bs.since) > b.o.BeatInterval+b.o.Interval {
+				stalled[hb.Runner] = hb.Counter
+			}
+		}
+		hv := b.observer.ObserveRunner(stream, hb, now)
+		if hv.Lapsed {
+			err := b.store.Leave(callCtx, stream, hb.Runner, hv.Counter)
 			switch {
 			case err == nil:
 				b.observer.ForgetRunner(stream, hb.Runner)
@@ -343,27 +465,53 @@ func (b *balancer) look(ctx context.Context, stream string) {
 			}
 			continue
 		}
-		if hb.Counter > 0 {
-			live = append(live, hb.Runner)
-			leases[hb.Runner] = hb.Leases
+		if c, ok := out[hb.Runner]; hb.Counter == 0 || (ok && c == hb.Counter) {
+			continue // listed without a row, or counted out and still standing still
 		}
+		live = append(live, hb.Runner)
+		leases[hb.Runner] = hb.Leases
 	}
 	slices.Sort(live)
 
 	b.mu.Lock()
-	v := b.views[stream]
-	changed := !slices.Equal(v.live, live)
-	v.live, v.leases, v.listed = live, leases, listed
-	n, leasable, beaten, pursue := v.inPlay, v.leasable, v.counter > 0, v.pursue
-	b.mu.Unlock()
-	if changed {
-		b.r.log.InfoContext(ctx, "runners sharing the stream", "stream", stream, "runners", live)
+	v.beats = seenBeats
+	for r, c := range v.out {
+		if bs, ok := seenBeats[r]; !ok || bs.counter != c {
+			delete(v.out, r) // removed, or it beat after all
+		}
 	}
+	changed := b.setLive(v, live, now)
+	v.leases, v.listed = leases, listed
+	n, leasable, beaten, pursue := v.inPlay(), v.leasable, v.counter > 0, v.pursue
+	watch, gone := slices.Clone(v.watch), maps.Clone(v.gone)
+	b.mu.Unlock()
 	if !listed && beaten {
 		b.beat(ctx, stream) // removed while slow: list it again now
 	}
+	seen := b.observe(ctx, stream, watch, gone, stalled)
+	if len(seen.out) > 0 {
+		b.mu.Lock()
+		for _, r := range seen.out {
+			v.out[r] = stalled[r]
+		}
+		live = slices.DeleteFunc(slices.Clone(live), func(id string) bool { return slices.Contains(seen.out, id) })
+		b.setLive(v, live, now)
+		b.mu.Unlock()
+		changed = true
+		b.r.log.InfoContext(ctx, "runner gone: it missed a heartbeat and a lease it held lapsed", "stream", stream, "runners", seen.out)
+	}
+	if changed {
+		b.r.log.InfoContext(ctx, "runners sharing the stream", "stream", stream, "runners", live)
+	}
+	if seen.due {
+		b.r.coord.Nudge() // a row of a runner gone lapsed: take it (or leave it to the others' shares)
+	}
+	next := seen.next
 	if n < 0 {
-		return // no pass yet: the share is not known
+		// No pass has decided yet (the first found the stream's generation
+		// not yet applied, say): the share is not known; pass again.
+		b.r.coord.Nudge()
+		return next
 	}
 	share := fairShare(b.o.ID, live, n)
 	active := b.r.active(stream)
@@ -371,15 +519,19 @@ func (b *balancer) look(ctx context.Context, stream string) {
 		b.r.log.InfoContext(ctx, "handing shards over to the runners below their share", "stream", stream,
 			"share", share, "held", len(active), "shards", give, "runners", len(live))
 		b.r.yieldShards(stream, give)
+		b.mu.Lock()
+		v.watch = slices.Compact(slices.Sorted(slices.Values(append(v.watch, give...)))) // should its share grow back, it sees them free
+		b.mu.Unlock()
 	}
 	if len(active) >= share {
-		return
+		return next
 	}
 	// Below its share: rows are being released (a runner joined, or another
-	// holds more than its share), or free (a runner left), or were left
-	// leasable at the last pass. Pass at every look for a while: a giver's
-	// heartbeat may report its release before this look sees the row free.
-	if leasable > 0 || changed || handoffDue(b.o.ID, live, leases, n) {
+	// holds more than its share), or free (a runner left, or this look read
+	// one released), or were left leasable at the last pass. Pass at every
+	// look for a while: a giver's heartbeat may report its release before
+	// this look sees the row free.
+	if leasable > 0 || changed || seen.free || handoffDue(b.o.ID, live, leases, n) {
 		pursue = now.Add(2*b.o.BeatInterval + b.o.Interval)
 		b.mu.Lock()
 		v.pursue = pursue
@@ -388,6 +540,120 @@ func (b *balancer) look(ctx context.Context, stream string) {
 	if now.Before(pursue) {
 		b.r.coord.Nudge()
 	}
+	return next
+}
+
+// inPlay is how many shards the last pass saw in play for the live runners
+// now (see the package function); -1 before the first pass. It is computed
+// at every look, since the live runners change between passes. b.mu is held.
+func (v *view) inPlay() int {
+	if !v.passed {
+		return -1
+	}
+	n := v.leasable
+	for r, k := range v.held {
+		_, isLive := slices.BinarySearch(v.live, r)
+		_, isGone := v.gone[r]
+		if r != "" && (isLive || isGone) {
+			n += k
+		}
+	}
+	return n
+}
+
+// beatSeen is a runner's heartbeat counter and since when this runner has
+// seen it, on its own clock.
+type beatSeen struct {
+	counter int64
+	since   time.Time
+}
+
+// setLive records the live runners of v (sorted): those no longer among
+// them are gone from now (they left, or crashed: their rows are free, or
+// will lapse), those among them are not. It reports whether they changed.
+// b.mu is held.
+func (b *balancer) setLive(v *view, live []string, now time.Time) bool {
+	changed := !slices.Equal(v.live, live)
+	for _, id := range v.live {
+		if _, ok := slices.BinarySearch(live, id); !ok {
+			v.gone[id] = now
+		}
+	}
+	for _, id := range live {
+		delete(v.gone, id) // it beat meanwhile
+	}
+	v.live = live
+	return changed
+}
+
+// observed is what a look read of the rows others hold.
+type observed struct {
+	// free: some row names no owner, or its lease lapsed (a runner below
+	// its share passes to take it).
+	free bool
+	// due: a row of a runner gone has lapsed on this runner's clock: a pass
+	// takes it now (or leaves it to the others' shares).
+	due bool
+	// next is when the first row of a runner gone lapses if nothing
+	// changes; zero when they hold none.
+	next time.Time
+	// out are the runners that missed a beat (stalled) and hold a lease
+	// that lapsed: gone from now.
+	out []string
+}
+
+// observe reads the rows of ids (the shards other runners held at the last
+// pass, and the leasable ones) into the observer the coordinator judges
+// lapses with, so that it sees each renewal within a look of its write, and
+// so knows when the rows of a runner that stopped lapse. gone are the
+// runners known gone, stalled those that missed a beat.
+func (b *balancer) observe(ctx context.Context, stream string, ids []string, gone map[string]time.Time, stalled map[string]int64) (o observed) {
+	if len(ids) == 0 {
+		return o
+	}
+	callCtx, cancel := context.WithTimeout(ctx, b.callTimeout())
+	defer cancel()
+	rows, err := b.store.GetMany(callCtx, stream, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.r.log.WarnContext(ctx, "reading the rows other runners hold failed; retrying at the next look", "stream", stream, "err", err)
+		}
+		return o
+	}
+	now := b.clock() // read after the rows arrived
+	type judged struct {
+		runner string
+		v      lease.Verdict
+	}
+	var held []judged
+	for _, row := range rows {
+		v := b.observer.Observe(row, now)
+		if row.Finished() {
+			continue
+		}
+		o.free = o.free || v.Available()
+		if r := lease.OwnerRunner(row.Owner); row.Owner != "" && r != "" {
+			held = append(held, judged{r, v})
+			if _, isGone := gone[r]; !isGone && v.Available() && !slices.Contains(o.out, r) {
+				if _, ok := stalled[r]; ok {
+					o.out = append(o.out, r)
+				}
+			}
+		}
+	}
+	slices.Sort(o.out)
+	for _, j := range held {
+		if _, isGone := gone[j.runner]; !isGone && !slices.Contains(o.out, j.runner) {
+			continue
+		}
+		switch {
+		case j.v.Available():
+			o.due = true
+		case o.next.IsZero() || j.v.LapsesAt.Before(o.next):
+			o.next = j.v.LapsesAt
+		}
+	}
+	return o
 }
 
 // leave removes this runner's heartbeat rows: the others count it out at

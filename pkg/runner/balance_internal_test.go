@@ -69,32 +69,47 @@ func TestClaim_TakesUpToTheShareAndWhatWaitedPastTheGrace(t *testing.T) {
 	t0 := time.UnixMilli(1_800_000_000_000)
 	const grace = 5 * time.Second
 	live := []string{"a", "b", "c"}
+	gone := map[string]time.Time{"gone": t0}
 	cases := []struct {
 		name  string
 		self  string
 		d     shards.Decision
+		gone  map[string]time.Time
 		since map[string]time.Time
 		now   time.Time
 		want  []string
 	}{
-		{"AloneTakesEverything", "a", decision([]string{"s1", "s2", "s3"}, nil), nil, t0, []string{"s1", "s2", "s3"}},
-		{"ThreeRunnersFromNothingTakeAThirdEach", "b",
-			decision([]string{"s1", "s2", "s3", "s4", "s5", "s6"}, nil), nil, t0, []string{"s1", "s2"}},
+		{"AloneTakesEverything", "a", decision([]string{"s1", "s2", "s3"}, nil), nil, nil, t0, []string{"s1", "s2", "s3"}},
+		{"ThreeRunnersFromNothingTakeAThirdEachDealtByRank", "b",
+			decision([]string{"s1", "s2", "s3", "s4", "s5", "s6"}, nil), nil, nil, t0, []string{"s3", "s4"}},
+		{"TheLastRunnerByRankTakesTheLastThird", "c",
+			decision([]string{"s1", "s2", "s3", "s4", "s5", "s6"}, nil), nil, nil, t0, []string{"s5", "s6"}},
+		{"ARunnerAtItsShareTakesNoPartOfTheDeal", "b",
+			decision([]string{"s4", "s5", "s6"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("a")), "s3": held(owner("b")), "s7": held(owner("b"))}),
+			nil, nil, t0, nil},
+		{"TheDealSkipsWhatTheRunnersBeforeHaveRoomFor", "c",
+			decision([]string{"s4", "s5", "s6"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("a")), "s3": held(owner("b")), "s7": held(owner("b"))}),
+			nil, nil, t0, []string{"s5", "s6"}}, // 7 in play: a 3 (room 1), b 2 (room 0), c 2
 		{"AtItsShareDeclines", "a",
 			decision([]string{"s5"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("a")), "s3": held(owner("b")), "s4": held(owner("c")), "s6": held(owner("c"))}),
-			nil, t0, nil},
+			nil, nil, t0, nil},
 		{"BelowItsShareTakesWhatWasReleased", "b",
 			decision([]string{"s5"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("a")), "s3": held(owner("b")), "s4": held(owner("c")), "s6": held(owner("c"))}),
-			nil, t0, []string{"s5"}},
-		{"ShardsOfARunnerNotLiveAreOutOfPlay", "b",
+			nil, nil, t0, []string{"s5"}},
+		{"ShardsOfARunnerNeverSeenAreOutOfPlay", "b",
 			decision([]string{"s5", "s6"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("gone")), "s3": held(owner("gone")), "s4": held("a-lambda-loop")}),
-			nil, t0, []string{"s5"}},
+			nil, nil, t0, []string{"s5"}},
+		// a and b share 6 shards: the gone runner's 2 are in play, a holds
+		// 1, so a's share is 3 and it takes its 2 of the leasable ones.
+		{"ShardsOfARunnerGoneAreInPlayForTheSurvivors", "a",
+			decision([]string{"s5", "s6"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("gone")), "s3": held(owner("gone")), "s4": held("a-lambda-loop")}),
+			gone, nil, t0, []string{"s5", "s6"}},
 		{"DeclinedPastTheGraceIsTakenAnyway", "a",
 			decision([]string{"s5"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("a")), "s3": held(owner("b")), "s4": held(owner("c")), "s6": held(owner("c"))}),
-			map[string]time.Time{"s5": t0}, t0.Add(grace), []string{"s5"}},
+			nil, map[string]time.Time{"s5": t0}, t0.Add(grace), []string{"s5"}},
 		{"DeclinedWithinTheGraceWaits", "a",
 			decision([]string{"s5"}, map[string]shards.Reason{"s1": held(owner("a")), "s2": held(owner("a")), "s3": held(owner("b")), "s4": held(owner("c")), "s6": held(owner("c"))}),
-			map[string]time.Time{"s5": t0}, t0.Add(grace - time.Millisecond), nil},
+			nil, map[string]time.Time{"s5": t0}, t0.Add(grace - time.Millisecond), nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,10 +118,13 @@ func TestClaim_TakesUpToTheShareAndWhatWaitedPastTheGrace(t *testing.T) {
 				since = map[string]time.Time{}
 			}
 			l := live
-			if c.name == "AloneTakesEverything" {
+			switch c.name {
+			case "AloneTakesEverything":
 				l = []string{"a"}
+			case "ShardsOfARunnerGoneAreInPlayForTheSurvivors":
+				l = []string{"a", "b"}
 			}
-			got := ids(claim(c.self, l, c.d, since, c.now, grace))
+			got := ids(claim(c.self, l, c.gone, c.d, since, c.now, grace))
 			if !slices.Equal(got, c.want) {
 				t.Fatalf("claim = %v, want %v", got, c.want)
 			}
@@ -129,7 +147,7 @@ func TestClaim_TakesUpToTheShareAndWhatWaitedPastTheGrace(t *testing.T) {
 func TestClaim_ForgetsDeclinedShardsNoLongerLeasable(t *testing.T) {
 	since := map[string]time.Time{"s1": time.Unix(1, 0), "s9": time.Unix(1, 0)}
 	d := decision([]string{"s1"}, map[string]shards.Reason{"s2": held(owner("a"))})
-	claim("a", []string{"a"}, d, since, time.Unix(2, 0), time.Hour)
+	claim("a", []string{"a"}, nil, d, since, time.Unix(2, 0), time.Hour)
 	if _, ok := since["s9"]; ok || len(since) != 0 {
 		t.Fatalf("since = %v, want s1 taken and s9 forgotten", since)
 	}

@@ -320,3 +320,116 @@ func TestRunner_RunnersSharingATableDivideTheShardsAndHandThemOver(t *testing.T)
 		}
 	})
 }
+
+// takeoversAfter returns, for each shard the runner crashed held at the
+// crash, how long after it the first delivery by another runner came, and
+// fails t for a shard no other runner delivered.
+func (c *cluster) takeoversAfter(crashed string, held []string, at time.Time) []time.Duration {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for _, shard := range held {
+		var first time.Time
+		for _, s := range c.spans {
+			if s.shard == shard && lease.OwnerRunner(s.owner) != crashed && !s.from.Before(at) && (first.IsZero() || s.from.Before(first)) {
+				first = s.from
+			}
+		}
+		if first.IsZero() {
+			c.t.Errorf("%s of %s: never delivered by another runner after the crash", shard, crashed)
+			continue
+		}
+		out = append(out, first.Sub(at))
+	}
+	return out
+}
+
+// heldBy lists the shards whose rows name runner id.
+func (c *cluster) heldBy(id string) []string {
+	rows, err := c.store.List(context.Background(), c.m.stream)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rows {
+		if lease.OwnerRunner(r.Owner) == id {
+			out = append(out, r.ShardID)
+		}
+	}
+	return out
+}
+
+// A runner that crashes (kill -9, a lost host) while records flow releases
+// nothing: the survivors take each of its shards about a lease duration
+// after the crash, with 3, 2 and 1 survivors, not at the next minute's
+// relist. Each survivor reads the rows the others hold at every look, so
+// its coordinator's observer sees a dead runner's last renewal within a look
+// of its write, and passes when those rows lapse on its own clock. Default
+// lease timings (a 10 s lease), 12 shards, a producer writing throughout.
+func TestRunner_ACrashedRunnersShardsAreTakenOverInAboutALeaseWhileRecordsFlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		leaseFor := lease.DefaultDuration
+		m := newModel(t, "orders", 12)
+		store, err := lease.NewMemoryStore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &cluster{t: t, m: m, store: store, d: newDeliveries(), leaseOf: leaseFor,
+			runners: map[string]*member{}, joined: map[string]time.Time{}, firstOf: map[string]bool{}}
+		prodCtx, stopProd := context.WithCancel(context.Background())
+		prodDone := make(chan struct{})
+		go func() {
+			defer close(prodDone)
+			for prodCtx.Err() == nil {
+				m.put(t, 48, 24)
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		defer func() { stopProd(); <-prodDone }() // before a Fatal ends the test
+		for _, id := range []string{"r1", "r2", "r3", "r4"} {
+			c.start(id)
+		}
+		c.settle(map[string]int{"r1": 3, "r2": 3, "r3": 3, "r4": 3}, time.Minute)
+
+		// The bound: the dead runner's last renewal, seen within a look
+		// (500 ms), stands still for a lease; a pass then takes the row and
+		// the new loop delivers. A second more for a pass lost to another
+		// survivor's take of the same row.
+		limit := leaseFor + 1500*time.Millisecond
+		var all []time.Duration
+		for i, tc := range []struct {
+			crash string
+			want  map[string]int
+		}{
+			{"r4", map[string]int{"r1": 4, "r2": 4, "r3": 4}},
+			{"r2", map[string]int{"r1": 6, "r3": 6}},
+			{"r3", map[string]int{"r1": 12}},
+		} {
+			time.Sleep(time.Duration(1300+700*i) * time.Millisecond) // at another moment of the renewals each time
+			held := c.heldBy(tc.crash)
+			at := time.Now()
+			c.crash(tc.crash)
+			took := c.settle(tc.want, time.Minute)
+			time.Sleep(2 * time.Second) // each survivor delivers what it took
+			ts := c.takeoversAfter(tc.crash, held, at)
+			slices.Sort(ts)
+			t.Logf("%s crashed holding %v: shares %v after %s; first deliveries by the survivors after %v", tc.crash, held, tc.want, took, ts)
+			for _, d := range ts {
+				if d > limit {
+					t.Errorf("%s crashed: a shard it held was delivered by a survivor only %s after the crash, want within %s (a lease and a look)", tc.crash, d, limit)
+				}
+			}
+			all = append(all, ts...)
+		}
+		if len(all) != 3+4+6 {
+			t.Errorf("%d takeovers measured, want 13", len(all))
+		}
+		stopProd()
+		<-prodDone
+		waitFor(t, "every record", 2*time.Minute, func() bool { return c.d.unique() == m.n })
+		c.leave("r1")
+		c.d.check(t, m.n)
+		c.checkOneOwnerAtATime()
+	})
+}

@@ -73,6 +73,7 @@ type Runner struct {
 	bal      *balancer // nil without Options.Balance
 	clock    func() time.Time
 	leaseFor time.Duration
+	observer *lease.Observer // the coordinator's
 
 	mu       sync.Mutex
 	loops    map[string]*loop // by owner
@@ -131,7 +132,14 @@ func New(opts Options) (*Runner, error) {
 	if r.leaseFor == 0 {
 		r.leaseFor = lease.DefaultDuration
 	}
+	// One observer judges lapses for the coordinator's passes and watches,
+	// the balancer's looks (which read the rows other runners hold) and the
+	// loops' own lease writes (deadStore), each of which answers with the
+	// row as written: when a loop stops renewing, the coordinator knows its
+	// last renewal, and takes the shard again a lease after it.
+	r.observer = lease.NewObserver(r.leaseFor)
 	cfg := coordinator.Config{
+		Observer:       r.observer,
 		Subscriptions:  opts.Subscriptions,
 		RelistInterval: opts.RelistInterval,
 		LeaseDuration:  opts.Reader.LeaseDuration,
@@ -157,7 +165,7 @@ func New(opts Options) (*Runner, error) {
 			}
 			streams = append(streams, name)
 		}
-		r.bal = newBalancer(r, b, streams)
+		r.bal = newBalancer(r, b, streams, r.observer)
 		cfg.Claim = r.bal.claim
 		cfg.NewOwner = func(shardID string) string { return lease.RunnerOwner(coordinator.OwnerID(shardID), b.ID) }
 		cfg.Name = "shardloop run " + b.ID
@@ -325,7 +333,7 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	defer lp.cancel()
 	opts := r.opts.Reader
 	opts.Kinesis = r.opts.Kinesis
-	opts.Store = deadStore{Store: r.opts.Store, ks: lp.killed}
+	opts.Store = deadStore{Store: r.opts.Store, ks: lp.killed, seen: r.saw}
 	opts.Target = deadTarget{Target: r.opts.Reader.Target, ks: lp.killed}
 	if _, ok := r.opts.Reader.Target.(reader.WindowTarget); ok {
 		opts.Target = deadWindowTarget{opts.Target.(deadTarget)}
@@ -366,10 +374,17 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	r.mu.Unlock()
 	log.InfoContext(ctx, "loop ended", "reason", st.Reason)
 	// As a Step Functions execution that ends makes the coordinator look
-	// again: a loop that died or lost its lease leaves a shard to take over
-	// once its lease lapses, which the coordinator then watches for. A loop
+	// again. A loop that lost its lease may have left its row naming it (its
+	// renewals failed): the coordinator pursues the shard until the lease
+	// lapses on its clock and takes it, or finds another owner holds it (a
+	// Watch, as after a failed execution). One that released its lease, or
+	// read its shard to the end, leaves a row a pass acts on at once. A loop
 	// that yielded gave its shard to another runner: nothing to look for.
-	if ctx.Err() == nil && st.Reason != reader.ReasonReleased {
+	switch {
+	case ctx.Err() != nil || st.Reason == reader.ReasonReleased:
+	case st.Reason == reader.ReasonLeaseLost:
+		r.coord.Failed(lp.info.Loop)
+	default:
 		r.coord.Nudge()
 	}
 }
@@ -443,31 +458,45 @@ func (k *killSwitch) dead() bool {
 // errKilled is what a killed loop's writes fail with.
 var errKilled = errors.New("loop killed")
 
-// deadStore refuses every write of a killed loop, as a dead process makes none.
+// saw records a row a loop's lease write answered with in the coordinator's
+// observer, on the runner's clock read after the answer arrived.
+func (r *Runner) saw(row lease.Lease) { r.observer.Observe(row, r.clock()) }
+
+// deadStore refuses every write of a killed loop, as a dead process makes
+// none, and shows the runner (seen) each row a write answers with.
 type deadStore struct {
 	lease.Store
-	ks *killSwitch
+	ks   *killSwitch
+	seen func(lease.Lease)
+}
+
+// wrote passes a successful write's row to seen.
+func (d deadStore) wrote(row lease.Lease, err error) (lease.Lease, error) {
+	if err == nil && d.seen != nil {
+		d.seen(row)
+	}
+	return row, err
 }
 
 func (d deadStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.Store.Take(ctx, stream, shardID, owner, opts...)
+	return d.wrote(d.Store.Take(ctx, stream, shardID, owner, opts...))
 }
 
 func (d deadStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.Store.Renew(ctx, stream, shardID, owner, rn)
+	return d.wrote(d.Store.Renew(ctx, stream, shardID, owner, rn))
 }
 
 func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return d.wrote(d.Store.Checkpoint(ctx, stream, shardID, owner, seq))
 }
 
 func (d deadStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
@@ -481,7 +510,7 @@ func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.Store.Pin(ctx, stream, shardID, owner, start)
+	return d.wrote(d.Store.Pin(ctx, stream, shardID, owner, start))
 }
 
 func (d deadStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -271,6 +272,113 @@ func TestRunner_StopAbandonsADeliveryStillRunningAfterStopTimeout(t *testing.T) 
 		}
 		if row.Owner == "" || row.Checkpoint != "" {
 			t.Fatalf("row = %+v, want the lease kept (to lapse) and nothing checkpointed", row)
+		}
+	})
+}
+
+// failingRenewals fails every renewal and checkpoint of one shard while on,
+// as a network that drops one loop's lease writes does.
+type failingRenewals struct {
+	lease.Store
+	shard string
+	mu    sync.Mutex
+	on    bool
+}
+
+var errDropped = errors.New("lease write dropped")
+
+func (f *failingRenewals) failing(shard string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.on && shard == f.shard
+}
+
+func (f *failingRenewals) set(on bool) { f.mu.Lock(); f.on = on; f.mu.Unlock() }
+
+func (f *failingRenewals) Renew(ctx context.Context, stream, shard, owner string, rn lease.Renewal) (lease.Lease, error) {
+	if f.failing(shard) {
+		return lease.Lease{}, errDropped
+	}
+	return f.Store.Renew(ctx, stream, shard, owner, rn)
+}
+
+func (f *failingRenewals) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+	if f.failing(shard) {
+		return lease.Lease{}, errDropped
+	}
+	return f.Store.Checkpoint(ctx, stream, shard, owner, seq)
+}
+
+// A loop whose renewals keep failing stops, presuming its lease lost, and
+// leaves its row naming it. The runner that learns its loop ended so
+// pursues the shard until the lease lapses on its own clock and takes it
+// again: about a lease after the last renewal, not at the next relist a
+// minute later.
+func TestRunner_ALoopThatLostItsLeaseHasItsShardTakenAgainOnceTheLeaseLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newModel(t, "orders", 2)
+		mem, err := lease.NewMemoryStore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const shard = "shardId-000000000001"
+		store := &failingRenewals{Store: mem, shard: shard}
+		var mu sync.Mutex
+		var last time.Time // the last delivery of shard
+		d := newDeliveries()
+		inner := d.target("")
+		target := reader.FuncTarget(func(ctx context.Context, b reader.Batch) (int, error) {
+			if b.ShardID == shard {
+				mu.Lock()
+				last = time.Now()
+				mu.Unlock()
+			}
+			return inner.Deliver(ctx, b)
+		})
+		r, err := runner.New(runner.Options{
+			Subscriptions: []coordinator.Subscription{{Stream: m.stream, Start: "horizon"}},
+			Store:         store, Kinesis: m.k,
+			Reader: reader.Options{Target: target, BatchSize: 50, PollInterval: 200 * time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = r.Run(ctx); close(done) }()
+		prodCtx, stopProd := context.WithCancel(t.Context())
+		prodDone := make(chan struct{})
+		go func() {
+			defer close(prodDone)
+			for prodCtx.Err() == nil {
+				m.put(t, 8, 8)
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		defer func() { stopProd(); <-prodDone; stop(); <-done }()
+		time.Sleep(5 * time.Second)
+
+		began := time.Now()
+		store.set(true) // the loop's lease writes fail from now on
+		waitFor(t, "the loop to stop, presuming its lease lost", time.Minute, func() bool {
+			for _, l := range r.Loops() {
+				if l.ShardID == shard && l.Done {
+					return true
+				}
+			}
+			return false
+		})
+		stopped := time.Since(began)
+		store.set(false) // the network is back
+		waitFor(t, "the shard read again", 2*time.Minute, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return time.Since(last) < time.Second && len(r.Loops()) > 2
+		})
+		took := time.Since(began)
+		t.Logf("renewals failing from 0: the loop stopped after %s; the shard was read again after %s", stopped, took)
+		if limit := lease.DefaultDuration + 2*time.Second; took > limit {
+			t.Errorf("the shard was read again %s after its renewals began to fail, want within %s (a lease after its last renewal)", took, limit)
 		}
 	})
 }
