@@ -423,9 +423,13 @@ func (r *run) schedule() outcome {
 			// trouble stop retrying.
 			r.dispatch(halted)
 		}
-		if limit := r.readLimit(catchingUp()); !r.cursorBusy && !ended && !halted && r.gate(last, limit).open() {
-			reqs <- limit
-			r.cursorBusy = true
+		// The cursor's fields are read only while it is idle: a read in
+		// flight writes them on the cursor's goroutine.
+		if !r.cursorBusy && !ended && !halted {
+			if limit := r.readLimit(catchingUp()); r.gate(last, limit).open() {
+				reqs <- limit
+				r.cursorBusy = true
+			}
 		}
 		if !r.cursorBusy && r.lanesIdle() {
 			switch {

