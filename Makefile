@@ -10,7 +10,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 BUILD_DIR := build
 BENCHPLOTS := chaos/cmd/benchplots
 
-.PHONY: help deps build test test-go lint bench bench-plots demo emulators sim clean
+.PHONY: help deps build test test-go test-under-load lint bench bench-plots demo emulators sim clean
 
 # make sim: how many simulated worlds, from which seed.
 SEEDS ?= 1000
@@ -48,6 +48,12 @@ test-go: deps ## go test -race ./... (starts the emulators itself)
 test: deps lint test-go ## Everything CI runs: lint, go test -race, 300 simulated worlds, infra tests and template checks
 	@$(MAKE) --no-print-directory sim SEEDS=300 FIRST=100001
 	@if $(MAKE) -n test-infra >/dev/null 2>&1; then $(MAKE) --no-print-directory test-infra; fi
+
+# make test-under-load: how many busy processes run beside make test.
+BUSY ?= 6
+
+test-under-load: ## make test beside BUSY (6) busy processes: the check that tests do not assume a quiet machine
+	@tools/load/under-load.sh $(BUSY) -- $(MAKE) --no-print-directory test
 
 bench: deps ## Benchmarks; prints `bench <name> <value> <unit>` lines
 	@mkdir -p $(BUILD_DIR)
