@@ -8,7 +8,8 @@ import (
 )
 
 // TestDeadStore_AKilledLoopWritesNothing: every write of a killed loop is
-// refused, the pin of a tip opening included, as a dead process makes none.
+// refused, the pin of a tip opening and a window's state included, as a dead
+// process makes none.
 func TestDeadStore_AKilledLoopWritesNothing(t *testing.T) {
 	mem, err := lease.NewMemoryStore()
 	if err != nil {
@@ -27,6 +28,7 @@ func TestDeadStore_AKilledLoopWritesNothing(t *testing.T) {
 	_, writes["checkpoint"] = d.Checkpoint(ctx, "s", "sh", "loop", "5")
 	_, writes["pin"] = d.Pin(ctx, "s", "sh", "loop", "timestamp:1")
 	writes["release"] = d.Release(ctx, "s", "sh", "loop", lease.Handover{})
+	writes["window"] = d.CheckpointWindow(ctx, "s", "sh", "loop", lease.Window{Seq: "5", State: []byte(`{}`)})
 	for op, err := range writes {
 		if !errors.Is(err, errKilled) {
 			t.Errorf("%s by a killed loop: err = %v, want errKilled", op, err)
@@ -34,5 +36,8 @@ func TestDeadStore_AKilledLoopWritesNothing(t *testing.T) {
 	}
 	if row, _ := mem.Get(ctx, "s", "sh"); row.Counter != 1 || row.Start != "" || row.Checkpoint != "" || row.Owner != "loop" {
 		t.Fatalf("row %+v changed after the kill", row)
+	}
+	if w, err := mem.GetWindow(ctx, "s", "sh"); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("window %+v (err %v) written after the kill", w, err)
 	}
 }
