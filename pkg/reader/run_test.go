@@ -743,7 +743,10 @@ func TestRun_NewGenerationStartOverridesARunningLoop(t *testing.T) {
 		return len(b.Records), nil
 	}}
 	o := e.opts(s)
-	o.RunLength = 300 * time.Millisecond
+	// The run ends when it learns of the revocation (its next checkpoint or
+	// renewal is refused, within a renew interval), not at a length a slow
+	// machine could reach first: a run that never learns ends "continue".
+	o.RunLength = 30 * time.Second
 	st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
 	if err != nil {
 		t.Fatal(err)
