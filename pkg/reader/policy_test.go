@@ -536,8 +536,10 @@ func TestRun_RetryAttemptsCarriedAcrossRunsCoverOnlyTheRecordsThatFailed(t *test
 		return nil
 	})
 	// The run ends during the backoff after the first failure, before the
-	// retry: the count (1) is carried in the state.
-	o.RunLength, o.RetryMin, o.RetryMax = 200*time.Millisecond, time.Second, time.Second
+	// retry: the count (1) is carried in the state. The backoff outlasts the
+	// run, so the run cannot end before the first failure however slow the
+	// machine is.
+	o.RunLength, o.RetryMin, o.RetryMax = 20*time.Second, time.Minute, time.Minute
 	st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
 	if err != nil {
 		t.Fatal(err)
