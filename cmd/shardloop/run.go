@@ -37,6 +37,7 @@ type runFlags struct {
 	windowSeconds                int
 	readAheadMiB                 int
 	poll, runLength              time.Duration
+	progressEvery                time.Duration
 	targetTimeout                time.Duration
 	invokeIdentity               string
 	emf, verbose                 bool
@@ -63,6 +64,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.DurationVar(&f.targetTimeout, "target-timeout", 0, "with --target: how long a takeover waits, past the lease, for invocations a crashed runner left running (at most "+reader.MaxFenceCut(0, 0).String()+" below the function's timeout); 0: the function's configured timeout, read with lambda:GetFunctionConfiguration (when it cannot be read, give the timeout here)")
 	fs.StringVar(&f.invokeIdentity, "invoke-identity-arn", "", "the records' invokeIdentityArn (an IAM role ARN); empty: the caller's identity from STS")
 	f.policy = addPolicyFlags(fs)
+	fs.DurationVar(&f.progressEvery, "progress", DefaultProgressEvery, "how often to log a progress line (records delivered, shards held, the most lagging shard); 0: never")
 	fs.BoolVar(&f.emf, "metrics", false, "write the CloudWatch EMF metric lines the Lambdas write to stdout here to stderr")
 	logFormat, verbose := addLogFlags(fs, "info")
 	for name, want := range map[string]string{
@@ -70,7 +72,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 		"parallelization-factor": lambdaenv.ParallelizationFactorLimit.Want(), "tumbling-window-seconds": lambdaenv.TumblingWindowLimit.Want(),
 		"poll-interval": lambdaenv.PollIntervalLimit.Want(), "run-length": lambdaenv.RunLengthLimit.Want(),
 		"target-timeout": "0 (unknown) or " + lambdaenv.TargetTimeoutLimit.Want(), "max-retry-attempts": lambdaenv.RetryAttemptsLimit.Want(),
-		"batching-window": lambdaenv.BatchingWindowLimit.Want(),
+		"batching-window": lambdaenv.BatchingWindowLimit.Want(), "progress": "0 (never) or a positive duration such as 30s",
 	} {
 		fs.want(name, want)
 	}
@@ -115,6 +117,9 @@ func (f *runFlags) check() (reader.Options, error) {
 		if c.err != nil {
 			return reader.Options{}, bad("%s %s: %v", c.flag, c.value, c.err)
 		}
+	}
+	if f.progressEvery < 0 {
+		return reader.Options{}, bad("--progress %s: want 0 (never) or a positive duration such as 30s", f.progressEvery)
 	}
 	if f.targetTimeout != 0 {
 		if err := lambdaenv.TargetTimeoutLimit.Check(f.targetTimeout); err != nil {
@@ -168,6 +173,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer rec.Flush()
+	prog := newRunProgress(rec)
 	store, err := openStore(ctx, cfg, f.table)
 	if err != nil {
 		return err
@@ -204,7 +210,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create, DeployedAt: time.Now()}},
 		Store:         store,
 		Kinesis:       kc,
-		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: rec, Logger: log}, ro),
+		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: prog, Logger: log}, ro),
 		StopTimeout:   stopTimeout(ro.TargetTimeout),
 		// Runners on one table share its shards (docs/operations.md, runners).
 		Balance: &runner.Balance{},
@@ -215,6 +221,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log.Info("shardloop running; Ctrl-C stops (again: at once)", "stream", f.stream, "stream_arn", streamARN, "table", orMemory(f.table),
 		"runner", r.ID())
+	if f.progressEvery > 0 {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go reportProgress(pctx, log, f.progressEvery, prog, func() []string { return heldShards(r) })
+	}
 	return r.Run(ctx)
 }
 
