@@ -55,9 +55,11 @@ BUSY ?= 6
 test-under-load: ## make test beside BUSY (6) busy processes: the check that tests do not assume a quiet machine
 	@tools/load/under-load.sh $(BUSY) -- $(MAKE) --no-print-directory test
 
-bench: deps ## Benchmarks; prints `bench <name> <value> <unit>` lines
-	@mkdir -p $(BUILD_DIR)
-	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./... 2>&1 | tee $(BUILD_DIR)/bench.log | grep -E '^(bench |--- FAIL|FAIL|panic)'
+# make bench: which benchmarks (a go test -bench regexp); all of them take about an hour.
+BENCH ?= .
+
+bench: deps ## Benchmarks one at a time, with progress; prints `bench <name> <value> <unit>` lines (BENCH=regexp selects)
+	@GO=$(GO) tools/bench/run.sh '$(BENCH)'
 
 sim: ## Run SEEDS simulated worlds from seed FIRST (internal/sim, virtual time); a failing one prints its replay command
 	@set -o pipefail; $(GO) test ./internal/sim -run '^TestSim$$' -count=1 -timeout 0 -v -sim.seeds=$(SEEDS) -sim.first=$(FIRST) 2>&1 | \
