@@ -35,9 +35,12 @@ func buildBinaries(t testing.TB) binaries {
 	t.Helper()
 	buildOnce.Do(func() {
 		began := time.Now()
+		// Straight to stderr, not t.Logf: `go test ./e2e` shows it while it
+		// builds, which takes minutes on a cold build cache.
+		fmt.Fprintln(os.Stderr, "e2e: building the coordinator, shardreader and test-target bootstraps and aws-lambda-rie (minutes on a cold build cache, seconds after)")
 		built, buildErr = buildAll()
 		if buildErr == nil {
-			t.Logf("built the bootstraps and aws-lambda-rie in %s", time.Since(began).Round(time.Millisecond))
+			fmt.Fprintf(os.Stderr, "e2e: built in %s\n", time.Since(began).Round(time.Millisecond))
 		}
 	})
 	if buildErr != nil {
