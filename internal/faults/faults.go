@@ -47,6 +47,12 @@ func (e *Error) Is(target error) bool { return target == ErrInjected }
 
 // Injector draws the faults of every wrapper built on it and counts them.
 // It is safe for concurrent use.
+//
+// Every kind of fault with a rate above zero is injected at least once: the
+// first call that can draw a kind not injected yet draws it. A run's coverage
+// of its fault kinds ("a slow renewal was injected") then holds by
+// construction, however few calls a slow machine makes; the rates decide
+// the rest.
 type Injector struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -84,20 +90,34 @@ func (in *Injector) Total() int64 {
 	return n
 }
 
-// pick draws one outcome: the index of the first rate that hits, or -1. The
-// rates of one call are exclusive and should sum to at most 1.
-func (in *Injector) pick(rates ...float64) int {
+// chance is one outcome a call may draw: a kind of fault and its rate.
+type chance struct {
+	kind string
+	rate float64
+}
+
+// pick draws one outcome: the index of the first chance that hits, or -1.
+// The chances of one call are exclusive and their rates should sum to at
+// most 1. A kind with a rate above zero not injected yet is drawn at once
+// (two concurrent calls may both draw it; a call that cannot inject what
+// it drew leaves it to the next).
+func (in *Injector) pick(chances ...chance) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.off {
 		return -1
 	}
-	x := in.rng.Float64()
-	for i, p := range rates {
-		if x < p {
+	for i, c := range chances {
+		if c.rate > 0 && in.counts[c.kind] == 0 {
 			return i
 		}
-		x -= p
+	}
+	x := in.rng.Float64()
+	for i, c := range chances {
+		if x < c.rate {
+			return i
+		}
+		x -= c.rate
 	}
 	return -1
 }

@@ -184,3 +184,33 @@ func TestTarget_PartialDeliversALeadingPartOnly(t *testing.T) {
 		t.Fatalf("Fail: %d, %v, inner called %d times; want 0, injected, not called", n, err, len(got)-calls)
 	}
 }
+
+// Each kind with a rate above zero is injected at its first chance, however
+// small its rate: a run's coverage of its kinds does not depend on how many
+// calls it makes; a kind with rate zero never is.
+func TestInjector_EveryKindWithARateIsInjectedAtItsFirstChance(t *testing.T) {
+	ctx := t.Context()
+	in := faults.NewInjector(7)
+	k := &faults.Kinesis{API: &fakeKinesis{}, Rates: faults.KinesisRates{Throttle: 1e-9, Expired: 1e-9}, In: in}
+	mem, err := lease.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &faults.Store{Store: mem, Rates: faults.StoreRates{SlowRenew: 1e-9, SlowMin: time.Millisecond, SlowMax: time.Millisecond}, In: in}
+	for range 3 {
+		_, _ = k.GetRecords(ctx, &kinesis.GetRecordsInput{})
+	}
+	if _, err := s.Take(ctx, "s", "shard-1", "o"); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.Renew(ctx, "s", "shard-1", "o", lease.Renewal{})
+	c := in.Counts()
+	for _, kind := range []string{faults.KinesisThrottle, faults.KinesisExpired, faults.StoreSlowRenew} {
+		if c[kind] != 1 {
+			t.Errorf("%s injected %d times in its first chances, want once: %v", kind, c[kind], c)
+		}
+	}
+	if c[faults.KinesisOther] != 0 || c[faults.StoreBefore] != 0 {
+		t.Errorf("kinds with rate zero injected: %v", c)
+	}
+}

@@ -55,7 +55,7 @@ func injected(msg string) *string { return aws.String("injected by internal/faul
 
 // ListShards implements KinesisAPI.
 func (k *Kinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	if k.In.pick(k.Rates.ListShards) == 0 {
+	if k.In.pick(chance{KinesisListShards, k.Rates.ListShards}) == 0 {
 		k.In.count(KinesisListShards)
 		return nil, &Error{Op: "ListShards", Kind: KinesisListShards, Err: &types.LimitExceededException{Message: injected("rate exceeded")}}
 	}
@@ -74,7 +74,7 @@ func (k *Kinesis) CreateStream(ctx context.Context, in *kinesis.CreateStreamInpu
 
 // GetShardIterator implements KinesisAPI.
 func (k *Kinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	switch k.In.pick(k.Rates.Throttle, k.Rates.Other) {
+	switch k.In.pick(chance{KinesisThrottle, k.Rates.Throttle}, chance{KinesisOther, k.Rates.Other}) {
 	case 0:
 		k.In.count(KinesisThrottle)
 		return nil, &Error{Op: "GetShardIterator", Kind: KinesisThrottle, Err: &types.ProvisionedThroughputExceededException{Message: injected("rate exceeded for shard")}}
@@ -93,7 +93,7 @@ func (k *Kinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIter
 
 // GetRecords implements KinesisAPI.
 func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	switch k.In.pick(k.Rates.Throttle, k.Rates.Expired, k.Rates.Other) {
+	switch k.In.pick(chance{KinesisThrottle, k.Rates.Throttle}, chance{KinesisExpired, k.Rates.Expired}, chance{KinesisOther, k.Rates.Other}) {
 	case 0:
 		k.In.count(KinesisThrottle)
 		return nil, &Error{Op: "GetRecords", Kind: KinesisThrottle, Err: &types.ProvisionedThroughputExceededException{Message: injected("rate exceeded for shard")}}

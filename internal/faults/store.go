@@ -49,7 +49,7 @@ var errUnavailable = errors.New("lease store unavailable")
 
 // fail decides the fate of one write; do makes it.
 func (s *Store) fail(op string, do func() error) error {
-	switch s.In.pick(s.Rates.Before, s.Rates.After) {
+	switch s.In.pick(chance{StoreBefore, s.Rates.Before}, chance{StoreAfter, s.Rates.After}) {
 	case 0:
 		s.In.count(StoreBefore)
 		return &Error{Op: "lease." + op, Kind: StoreBefore, Err: errUnavailable}
@@ -74,7 +74,7 @@ func (s *Store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 // fails, is slow or loses its answer.
 func (s *Store) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	do := func(ctx context.Context) (lease.Lease, error) { return s.Store.Renew(ctx, stream, shardID, owner, rn) }
-	if s.In.pick(s.Rates.SlowRenew) == 0 {
+	if s.In.pick(chance{StoreSlowRenew, s.Rates.SlowRenew}) == 0 {
 		s.In.count(StoreSlowRenew)
 		return s.slow(ctx, do)
 	}

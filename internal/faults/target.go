@@ -36,7 +36,7 @@ var errTarget = errors.New("target function error")
 
 // Deliver implements reader.Target.
 func (t *Target) Deliver(ctx context.Context, b reader.Batch) (int, error) {
-	switch t.In.pick(t.Rates.Fail, t.Rates.Partial) {
+	switch t.In.pick(chance{TargetFail, t.Rates.Fail}, chance{TargetPartial, t.Rates.Partial}) {
 	case 0:
 		t.In.count(TargetFail)
 		return 0, &Error{Op: "Deliver", Kind: TargetFail, Err: errTarget}
