@@ -200,6 +200,8 @@ func TestServe_TakesOverAReportedLoopAndPassesOnlyOnEvents(t *testing.T) {
 	stream := newStream(t, kc, 2)
 	const d = 2 * time.Second
 	store, cfg := shortLeases(t, stream, d)
+	var passes atomic.Int64
+	cfg.OnPass = func(coordinator.StreamResult) { passes.Add(1) }
 	rec := &recorder{}
 	c := newCoordinator(t, cfg, store, kc, rec)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -243,15 +245,20 @@ func TestServe_TakesOverAReportedLoopAndPassesOnlyOnEvents(t *testing.T) {
 	if n := len(rec.shards()); n != 3 {
 		t.Fatalf("%d loops started with no event, want 3: Serve must not relist", n)
 	}
+	before := passes.Load()
 	c.Nudge() // first sight of the final counter: not lapsed yet
-	time.Sleep(d + 300*time.Millisecond)
+	waitFor(t, func() bool { return passes.Load() > before })
 	// That pass took the third loop's shard again (nothing renews it
 	// either, and the watch's pass saw its counter), not the live one's.
 	if got := shardsOf(loopsFrom(rec, 3)); !slices.Equal(got, []string{dead.ShardID}) {
 		t.Fatalf("loops after one pass over the dead lease took %v, want only %s", got, dead.ShardID)
 	}
-	c.Nudge() // a lease duration later: lapsed
-	waitFor(t, func() bool { return slices.Contains(shardsOf(loopsFrom(rec, 3)), live.ShardID) })
+	// Nudged again until a pass takes it: a lease duration after the pass
+	// above first saw its final counter, however late that pass ran.
+	waitFor(t, func() bool {
+		c.Nudge()
+		return slices.Contains(shardsOf(loopsFrom(rec, 3)), live.ShardID)
+	})
 }
 
 // Once, after a new start generation revoked the leases of the loops that
