@@ -229,7 +229,7 @@ func TestRunner_RestartWithoutAStartDeliversWhatArrivedWhileStopped(t *testing.T
 func TestRunner_RunnersShareAStreamOnTheEmulators(t *testing.T) {
 	kc := testaws.Kinesis(t)
 	stream := testaws.Name(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	if _, err := shards.CreateIfMissing(ctx, kc, stream, 12); err != nil {
 		t.Fatal(err)
@@ -305,7 +305,9 @@ func TestRunner_RunnersShareAStreamOnTheEmulators(t *testing.T) {
 				t.Logf("%v after %s", got, time.Since(began).Round(10*time.Millisecond))
 				return
 			}
-			if ctx.Err() != nil || time.Since(began) > 30*time.Second {
+			// Bounds a failing test only: a busy machine delays renewals of
+			// 2 s leases, and the shares then take a few rounds to settle.
+			if ctx.Err() != nil || time.Since(began) > 90*time.Second {
 				t.Fatalf("shares %v, want %v", got, want)
 			}
 			time.Sleep(100 * time.Millisecond)
