@@ -127,7 +127,9 @@ func (e *env) opts(tgt Target) Options {
 	return Options{
 		Kinesis: e.k, Store: e.store, Target: tgt,
 		PollInterval: 20 * time.Millisecond, RunLength: 700 * time.Millisecond,
-		RenewInterval: 100 * time.Millisecond, ReadErrorWait: 5 * time.Millisecond,
+		// Each lease write is bounded by the renew interval: a second fits a
+		// write to dynalite on a busy machine.
+		RenewInterval: time.Second, ReadErrorWait: 5 * time.Millisecond,
 		RetryMin: 5 * time.Millisecond, RetryMax: 40 * time.Millisecond,
 	}
 }
@@ -194,14 +196,22 @@ func (s *sink) len() int {
 }
 
 // runUntil runs the loop until done() or the loop ends, within 20 s.
+//
+// The runs are short so that tests see many run ends; on a busy machine a
+// short run can end before its first read or delivery completes, and every
+// run after it the same way. So a run that moved nothing (no read, no
+// checkpoint, no delivery counted by done) doubles the next one's length,
+// up to maxAdaptiveRun: the loop waits on progress, not on a speed. The
+// deadline only bounds a failing test.
 func runUntil(t *testing.T, o Options, st State, done func() bool) State {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		next, err := Run(t.Context(), o, st)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
+		moved := next.Checkpoint != st.Checkpoint || next.FirstSequence != st.FirstSequence || next.Iterator != st.Iterator
 		st = next
 		if !st.Continue || done() {
 			return st
@@ -209,8 +219,14 @@ func runUntil(t *testing.T, o Options, st State, done func() bool) State {
 		if time.Now().After(deadline) {
 			t.Fatalf("loop did not finish; state %+v", st)
 		}
+		if !moved {
+			o.RunLength = min(2*o.RunLength, maxAdaptiveRun)
+		}
 	}
 }
+
+// maxAdaptiveRun bounds the run length runUntil grows to on a busy machine.
+const maxAdaptiveRun = 10 * time.Second
 
 // faultKinesis wraps the real client; hooks may replace a call's result.
 type faultKinesis struct {

@@ -125,7 +125,7 @@ func TestRun_TipOpeningIsPinnedSoTheNextLoopLosesNothing(t *testing.T) {
 				e.setStart(t, shard, start)
 			}
 			o := e.opts(&sink{})
-			o.RunLength = 300 * time.Millisecond
+			o.RunLength = 2 * time.Second                       // long enough to open on a slow machine
 			st, err := Run(t.Context(), o, e.state(shard, "A")) // opens at the tip, reads nothing
 			if err != nil || !st.Continue {
 				t.Fatalf("first run: %+v, %v", st, err)

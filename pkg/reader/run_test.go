@@ -43,7 +43,7 @@ func TestRun_OpensAtEachIteratorType(t *testing.T) {
 		afterPinSlack()
 		s := &sink{}
 		o := e.opts(s)
-		o.RunLength = 200 * time.Millisecond
+		o.RunLength = 2 * time.Second // long enough to open on a slow machine
 		st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
 		if err != nil || !st.Continue || st.Iterator == "" {
 			t.Fatalf("first run: %+v, %v", st, err)
@@ -372,7 +372,9 @@ func TestRun_ExpiredIteratorNeverMissesRecordsWrittenMeanwhile(t *testing.T) {
 		if got := s.data(); !slices.Equal(got, append(values("a", 10), values("b", 10)...)) {
 			t.Fatalf("delivered %v", got)
 		}
-		if ty := fk.openTypes(); !slices.Equal(ty, []types.ShardIteratorType{types.ShardIteratorTypeTrimHorizon, types.ShardIteratorTypeAfterSequenceNumber}) {
+		// A run that ends before its first read carries no iterator, so a
+		// busy machine repeats an opening: repeats are compacted.
+		if ty := fk.openTypes(); !slices.Equal(slices.Compact(ty), []types.ShardIteratorType{types.ShardIteratorTypeTrimHorizon, types.ShardIteratorTypeAfterSequenceNumber}) {
 			t.Errorf("opened with %v", ty)
 		}
 	})
@@ -396,10 +398,11 @@ func TestRun_ExpiredIteratorNeverMissesRecordsWrittenMeanwhile(t *testing.T) {
 			t.Fatalf("delivered %v", got)
 		}
 		// LATEST only to pin the tip on Kinesis's clock, then AT_TIMESTAMP of
-		// the pin, and again after the expiry: never LATEST again.
-		want := []types.ShardIteratorType{types.ShardIteratorTypeLatest, types.ShardIteratorTypeAtTimestamp, types.ShardIteratorTypeAtTimestamp}
-		if ty := fk.openTypes(); !slices.Equal(ty, want) {
-			t.Errorf("opened with %v, want %v", ty, want)
+		// the pin, and again after the expiry (and after any run a busy
+		// machine ends before its first read): never LATEST again.
+		ty := fk.openTypes()
+		if len(ty) < 3 || ty[0] != types.ShardIteratorTypeLatest || !slices.Equal(slices.Compact(ty[1:]), []types.ShardIteratorType{types.ShardIteratorTypeAtTimestamp}) {
+			t.Errorf("opened with %v, want LATEST once, then AT_TIMESTAMP at least twice", ty)
 		}
 	})
 	t.Run("with nothing checkpointed yet", func(t *testing.T) {
@@ -417,7 +420,7 @@ func TestRun_ExpiredIteratorNeverMissesRecordsWrittenMeanwhile(t *testing.T) {
 		}}
 		fk := &faultKinesis{KinesisAPI: e.k}
 		o := e.opts(s)
-		o.Kinesis, o.RunLength = fk, 300*time.Millisecond
+		o.Kinesis, o.RunLength = fk, 2*time.Second                // long enough to open on a slow machine
 		st, err := Run(t.Context(), o, e.state(e.shards[0], "A")) // opens LATEST, reads nothing
 		if err != nil {
 			t.Fatal(err)
@@ -525,11 +528,14 @@ func TestRun_BatchItemFailuresResumeAtTheFailedItem(t *testing.T) {
 	seqs := e.putN(t, "a", 10)
 	e.setStart(t, e.shards[0], "horizon")
 	var invokes [][]string
+	var mu sync.Mutex
 	lt := newLambdaTarget(t, handler(t, func(ev events.KinesisEvent) (*lambda.InvokeOutput, error) {
 		var got []string
 		for _, r := range ev.Records {
 			got = append(got, string(r.Kinesis.Data))
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		invokes = append(invokes, got)
 		if len(invokes) == 1 {
 			return ok(fmt.Sprintf(`{"batchItemFailures":[{"itemIdentifier":%q},{"itemIdentifier":%q}]}`, seqs[6], seqs[3])), nil
@@ -540,9 +546,20 @@ func TestRun_BatchItemFailuresResumeAtTheFailedItem(t *testing.T) {
 	o := e.opts(lt)
 	o.Store = spy
 	o.EagerCheckpoints = true // each checkpoint as it is allowed, not on the renewals
-	runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return len(invokes) >= 2 })
+	runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
+		for _, op := range spy.ops() {
+			if op == "checkpoint "+seqs[9] {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// A busy machine may end a run while the second invocation runs: it is
+	// then made again with the same records.
 	want := [][]string{values("a", 10), values("a", 10)[3:]}
-	if len(invokes) != 2 || !slices.Equal(invokes[0], want[0]) || !slices.Equal(invokes[1], want[1]) {
+	if len(invokes) < 2 || !slices.Equal(invokes[0], want[0]) || slices.ContainsFunc(invokes[1:], func(got []string) bool { return !slices.Equal(got, want[1]) }) {
 		t.Fatalf("invokes %v, want %v", invokes, want)
 	}
 	var cps []string
@@ -551,7 +568,7 @@ func TestRun_BatchItemFailuresResumeAtTheFailedItem(t *testing.T) {
 			cps = append(cps, seq)
 		}
 	}
-	if !slices.Equal(cps, []string{seqs[2], seqs[9]}) {
+	if !slices.Equal(slices.Compact(cps), []string{seqs[2], seqs[9]}) {
 		t.Errorf("checkpoints %v, want after the last settled record (%s) then the batch end (%s)", cps, seqs[2], seqs[9])
 	}
 }
@@ -578,22 +595,25 @@ func TestRun_AggregatedRecordIsReportedNotDeliveredAndPassed(t *testing.T) {
 	}
 }
 
+// The invocation's deadline and the margin are seconds apart, so that what
+// the run does before its deadline (open, read, a last write) fits on a
+// busy machine: the test is of where the run stops, not of how fast.
 func TestRun_RespectsTheDeadline(t *testing.T) {
 	t.Parallel()
 	t.Run("idle shard", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 1)
 		o := e.opts(&sink{})
-		o.RunLength, o.Margin = time.Minute, 600*time.Millisecond
-		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		o.RunLength, o.Margin = time.Minute, 6*time.Second
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 		defer cancel()
 		dl, _ := ctx.Deadline()
 		st, err := Run(ctx, o, e.state(e.shards[0], "A"))
 		if err != nil || !st.Continue || st.Iterator == "" {
 			t.Fatalf("Run = %+v, %v", st, err)
 		}
-		if left := time.Until(dl); left < 400*time.Millisecond {
-			t.Errorf("returned %s before the deadline, want about the margin", left)
+		if left := time.Until(dl); left < time.Second {
+			t.Errorf("returned %s before the deadline, want about the margin (6s)", left)
 		}
 	})
 	t.Run("target that never answers", func(t *testing.T) {
@@ -605,16 +625,16 @@ func TestRun_RespectsTheDeadline(t *testing.T) {
 			<-ctx.Done()
 			return 0, ctx.Err()
 		}))
-		o.RunLength, o.Margin = time.Minute, 600*time.Millisecond
-		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		o.RunLength, o.Margin = time.Minute, 6*time.Second
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 		defer cancel()
 		dl, _ := ctx.Deadline()
 		st, err := Run(ctx, o, e.state(e.shards[0], "A"))
 		if err != nil || !st.Continue || st.Iterator != "" || st.Checkpoint != "" {
 			t.Fatalf("Run = %+v, %v; want continue with no iterator and no checkpoint", st, err)
 		}
-		if left := time.Until(dl); left < 200*time.Millisecond {
-			t.Errorf("returned %s before the deadline", left)
+		if left := time.Until(dl); left < time.Second {
+			t.Errorf("returned %s before the deadline, want about the margin (6s)", left)
 		}
 		if row := e.row(t, e.shards[0]); lease.LoopOwner(row.Owner) != "A" {
 			t.Errorf("lease not kept at a normal continue: owner %q", row.Owner)
@@ -781,10 +801,20 @@ func TestRun_NewStartAppliesToALoopWithNothingCheckpointed(t *testing.T) {
 	}}
 	o := e.opts(s)
 	o.RunLength = 300 * time.Millisecond
-	st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
-	if err != nil {
-		t.Fatal(err)
+	// Runs until one has read the records (a slow machine may end a short
+	// run before its first read; each run that did not is twice as long as
+	// the last); the target fails them all.
+	st := e.state(e.shards[0], "A")
+	for deadline := time.Now().Add(2 * time.Minute); st.FirstSequence == ""; o.RunLength = min(2*o.RunLength, maxAdaptiveRun) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no run read the records within two minutes: %+v", st)
+		}
+		var err error
+		if st, err = Run(t.Context(), o, st); err != nil {
+			t.Fatal(err)
+		}
 	}
+	o.RunLength = 300 * time.Millisecond
 	if st.FirstSequence == "" || st.Checkpoint != "" {
 		t.Fatalf("state %+v: want records read and nothing checkpointed", st)
 	}
