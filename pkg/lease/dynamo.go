@@ -196,11 +196,21 @@ func conflict(err error, op, key, owner string, sentinel error) error {
 }
 
 func (s *DynamoStore) update(ctx context.Context, op, stream, shardID, owner string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, sentinel error, rv types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
+	out, err := s.updateItem(ctx, op, stream, shardID, cond, upd, rv)
+	if err != nil {
+		return nil, conflict(err, op, Key(stream, shardID), owner, sentinel)
+	}
+	return out, nil
+}
+
+// updateItem sends one conditional UpdateItem asking for the row as it was
+// when the condition failed; its error is the client's, untranslated.
+func (s *DynamoStore) updateItem(ctx context.Context, op, stream, shardID string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, rv types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: build expression: %w", op, Key(stream, shardID), err)
 	}
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	return s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(stream, shardID),
 		ConditionExpression:                 expr.Condition(),
@@ -210,10 +220,6 @@ func (s *DynamoStore) update(ctx context.Context, op, stream, shardID, owner str
 		ReturnValues:                        rv,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
-		return nil, conflict(err, op, Key(stream, shardID), owner, sentinel)
-	}
-	return out, nil
 }
 
 func heldBy(owner string) expression.ConditionBuilder {

@@ -4,9 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
@@ -136,4 +144,103 @@ var windowCases = []struct {
 			t.Fatalf("window seq %q, row checkpoint %q: want 100 and 150 (the window describes earlier records)", got.Seq, row.Checkpoint)
 		}
 	}},
+}
+
+// lostAnswerClient is a DynamoDB client whose next window checkpoint loses
+// its answer: the write lands, meanwhile runs (another owner takes the
+// row), and the same request is sent again, as the SDK's retryer does. With
+// fillRefusal a refused request carries the row as real DynamoDB returns it
+// (ReturnValuesOnConditionCheckFailure), which dynalite does not.
+type lostAnswerClient struct {
+	*dynamodb.Client
+	fillRefusal bool
+
+	mu        sync.Mutex
+	meanwhile func()
+}
+
+func (c *lostAnswerClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := c.Client.UpdateItem(ctx, in, optFns...)
+	c.mu.Lock()
+	f := c.meanwhile
+	if err == nil && f != nil && slices.Contains(slices.Collect(maps.Values(in.ExpressionAttributeNames)), "window_ref") {
+		c.meanwhile = nil
+	} else {
+		f = nil
+	}
+	c.mu.Unlock()
+	if f == nil {
+		return out, err
+	}
+	f()
+	out, err = c.Client.UpdateItem(ctx, in, optFns...)
+	var ccf *types.ConditionalCheckFailedException
+	if c.fillRefusal && errors.As(err, &ccf) && len(ccf.Item) == 0 {
+		got, gerr := c.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: in.Key, ConsistentRead: aws.Bool(true)})
+		if gerr != nil {
+			return nil, gerr
+		}
+		ccf.Item = got.Item
+	}
+	return out, err
+}
+
+// TestRefusedRetryOfLandedWindowCheckpointKeepsItsChunks: a window
+// checkpoint lands with its answer lost, another owner takes the row, and
+// the retry is refused; the row names the first attempt's window, so its
+// chunks must stay and the next owner reads it.
+func TestRefusedRetryOfLandedWindowCheckpointKeepsItsChunks(t *testing.T) {
+	type setup func(t *testing.T, meanwhile func(s lease.Store)) (s lease.Store, checkpointWindow func(context.Context, lease.Window) error)
+	dynamo := func(fill bool) setup {
+		return func(t *testing.T, meanwhile func(s lease.Store)) (lease.Store, func(context.Context, lease.Window) error) {
+			client := &lostAnswerClient{Client: testaws.Dynamo(t), fillRefusal: fill}
+			table := testaws.Name(t)
+			must(t, lease.CreateTable(t.Context(), client, table))
+			s, err := lease.NewDynamoStore(client, table)
+			must(t, err)
+			return s, func(ctx context.Context, w lease.Window) error {
+				client.mu.Lock()
+				client.meanwhile = func() { meanwhile(s) }
+				client.mu.Unlock()
+				return s.CheckpointWindow(ctx, stream, "s1", "A", w)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		setup setup
+	}{
+		{"memory", func(t *testing.T, meanwhile func(s lease.Store)) (lease.Store, func(context.Context, lease.Window) error) {
+			s := memoryFactory(t, time.Now)
+			// The memory store has no lower layer to retry in: the caller
+			// retries the same write.
+			return s, func(ctx context.Context, w lease.Window) error {
+				must(t, s.CheckpointWindow(ctx, stream, "s1", "A", w))
+				meanwhile(s)
+				return s.CheckpointWindow(ctx, stream, "s1", "A", w)
+			}
+		}},
+		{"dynamo", dynamo(false)},
+		{"dynamo returning the row with a refusal", dynamo(true)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			takeover := func(s lease.Store) { noErr(t)(s.Take(ctx, stream, "s1", "B", lease.IfCounter(1))) }
+			s, checkpointWindow := c.setup(t, takeover)
+			noErr(t)(s.Take(ctx, stream, "s1", "A"))
+			w := window("100", bytes.Repeat([]byte("x"), 400<<10)) // two chunks
+			if err := checkpointWindow(ctx, w); err != nil && !errors.Is(err, lease.ErrNotOwner) {
+				t.Fatalf("window checkpoint whose retry was refused = %v, want nil or ErrNotOwner", err)
+			}
+			row, err := s.Get(ctx, stream, "s1")
+			must(t, err)
+			if row.Owner != "B" || row.Checkpoint != "100" {
+				t.Fatalf("row = owner %q checkpoint %q, want B and 100 (the first attempt landed)", row.Owner, row.Checkpoint)
+			}
+			got, err := s.GetWindow(ctx, stream, "s1")
+			must(t, err)
+			sameWindow(t, got, w)
+		})
+	}
 }
