@@ -632,11 +632,16 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 	case st.ClearCheckpoint || st.Fresh:
 		upd = upd.Remove(expression.Name(attrCheckpoint))
 	}
-	_, err := s.update(ctx, "set start", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueNone)
+	upd = dropWindow(upd) // no window describes the records after a new start
+	out, err := s.update(ctx, "set start", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllOld)
 	if errors.Is(err, ErrHeld) {
 		return false, nil // this generation, or a later one, is already recorded
 	}
-	return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	s.deleteNamedWindow(ctx, stream, shardID, out.Attributes)
+	return true, nil
 }
 
 // Delete implements Store.
@@ -651,17 +656,19 @@ func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string, counte
 	if err != nil {
 		return fmt.Errorf("delete %s: build expression: %w", Key(stream, shardID), err)
 	}
-	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	out, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(stream, shardID),
 		ConditionExpression:                 expr.Condition(),
 		ExpressionAttributeNames:            expr.Names(),
 		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
 		return conflict(err, "delete", Key(stream, shardID), "", ErrHeld)
 	}
+	s.deleteNamedWindow(ctx, stream, shardID, out.Attributes)
 	return nil
 }
 
@@ -754,8 +761,10 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 		Set(expression.Name(attrStartApplied), expression.Value(false)).
 		Remove(expression.Name(attrCkptOrder)).
 		Add(expression.Name(attrCounter), expression.Value(1))
-	upd = revoke(upd)
-	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllNew)
+	upd = dropWindow(revoke(upd)) // no window describes the records after the new start
+	// The row as it was, to delete the window it named; the row as it is
+	// now follows from it (Lease has no field for what else changed).
+	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllOld)
 	var ce *ConflictError
 	if errors.As(err, &ce) {
 		cur, gerr := s.Get(ctx, stream, shardID)
@@ -770,7 +779,14 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 	if err != nil {
 		return Lease{}, err
 	}
-	return decode(out.Attributes)
+	s.deleteNamedWindow(ctx, stream, shardID, out.Attributes)
+	l, err := decode(out.Attributes)
+	if err != nil {
+		return Lease{}, err
+	}
+	l.Start, l.StartApplied, l.Revoked = start, false, l.Owner != ""
+	l.Counter++
+	return l, nil
 }
 
 // unprocessedBackoff spaces the retries of a BatchGetItem's unprocessed

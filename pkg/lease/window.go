@@ -259,6 +259,24 @@ func (s *DynamoStore) deleteWindow(ctx context.Context, stream, shardID, version
 	}
 }
 
+// dropWindow makes a row name no window.
+func dropWindow(upd expression.UpdateBuilder) expression.UpdateBuilder {
+	return upd.Remove(expression.Name(attrWindowRef)).Remove(expression.Name(attrWindowChunks))
+}
+
+// deleteNamedWindow deletes the chunk items of the window old, a row as it
+// was before a write that dropped its window (a new start, a reset, a
+// delete), named; best effort, as deleteWindow.
+func (s *DynamoStore) deleteNamedWindow(ctx context.Context, stream, shardID string, old map[string]types.AttributeValue) {
+	var ref struct {
+		Ref    string `dynamodbav:"window_ref"`
+		Chunks int    `dynamodbav:"window_chunks"`
+	}
+	if err := attributevalue.UnmarshalMap(old, &ref); err == nil && ref.Ref != "" {
+		s.deleteWindow(context.WithoutCancel(ctx), stream, shardID, ref.Ref, ref.Chunks)
+	}
+}
+
 // GetWindow implements Store: the lease row (strongly consistent) for the
 // live version, then its chunk items.
 func (s *DynamoStore) GetWindow(ctx context.Context, stream, shardID string) (Window, error) {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,6 +243,122 @@ func TestRefusedRetryOfLandedWindowCheckpointKeepsItsChunks(t *testing.T) {
 			got, err := s.GetWindow(ctx, stream, "s1")
 			must(t, err)
 			sameWindow(t, got, w)
+		})
+	}
+}
+
+// TestStartsResetsAndDeletesDropTheWindow: a new start, a reset and a
+// delete leave no window for the shard (the row names none, and in
+// DynamoDB no chunk item of it remains); a start that changes nothing
+// keeps it.
+func TestStartsResetsAndDeletesDropTheWindow(t *testing.T) {
+	// windowItems counts the shard's window chunk items (-1: the store has
+	// no such items to count).
+	type setup func(t *testing.T) (s lease.Store, windowItems func() int)
+	stores := []struct {
+		name  string
+		setup setup
+	}{
+		{"memory", func(t *testing.T) (lease.Store, func() int) {
+			return memoryFactory(t, time.Now), func() int { return -1 }
+		}},
+		{"dynamo", func(t *testing.T) (lease.Store, func() int) {
+			client := testaws.Dynamo(t)
+			table := testaws.Name(t)
+			must(t, lease.CreateTable(t.Context(), client, table))
+			s, err := lease.NewDynamoStore(client, table)
+			must(t, err)
+			return s, func() int {
+				n := 0
+				p := dynamodb.NewScanPaginator(client, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+				for p.HasMorePages() {
+					page, err := p.NextPage(t.Context())
+					must(t, err)
+					for _, item := range page.Items {
+						k := item["lease_key"].(*types.AttributeValueMemberS).Value
+						if strings.HasPrefix(k, lease.Key(stream, "s1")+"#window#") {
+							n++
+						}
+					}
+				}
+				return n
+			}
+		}},
+	}
+	cases := []struct {
+		name string
+		drop func(ctx context.Context, s lease.Store) error
+		kept bool
+	}{
+		{"NewStart", func(ctx context.Context, s lease.Store) error {
+			ok, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g2", Order: 2})
+			if err == nil && !ok {
+				err = errors.New("set start recorded nothing")
+			}
+			return err
+		}, false},
+		{"StartOfAnEarlierGenerationChangesNothing", func(ctx context.Context, s lease.Store) error {
+			ok, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g0", Order: 1})
+			if err == nil && ok {
+				err = errors.New("set start of an earlier generation recorded it")
+			}
+			return err
+		}, true},
+		{"Reset", func(ctx context.Context, s lease.Store) error {
+			l, err := s.Reset(ctx, stream, "s1", "horizon", true)
+			if err != nil {
+				return err
+			}
+			row, err := s.Get(ctx, stream, "s1")
+			if err != nil {
+				return err
+			}
+			if l.Start != row.Start || l.StartApplied != row.StartApplied || l.Counter != row.Counter || l.Revoked != row.Revoked || l.Owner != row.Owner || l.Checkpoint != row.Checkpoint {
+				return fmt.Errorf("reset returned %+v, the row reads %+v", l, row)
+			}
+			return nil
+		}, false},
+		{"Delete", func(ctx context.Context, s lease.Store) error {
+			row, err := s.Get(ctx, stream, "s1")
+			if err != nil {
+				return err
+			}
+			return s.Delete(ctx, stream, "s1", row.Counter)
+		}, false},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					ctx := t.Context()
+					s, windowItems := st.setup(t)
+					_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g1", Order: 1})
+					must(t, err)
+					noErr(t)(s.Take(ctx, stream, "s1", "A"))
+					w := window("100", bytes.Repeat([]byte("x"), 400<<10)) // two chunks
+					must(t, s.CheckpointWindow(ctx, stream, "s1", "A", window("90", []byte(`{}`))))
+					must(t, s.CheckpointWindow(ctx, stream, "s1", "A", w))
+					if n := windowItems(); n != -1 && n != 2 {
+						t.Fatalf("%d window items before, want 2 (the replaced version's deleted)", n)
+					}
+					must(t, c.drop(ctx, s))
+					got, err := s.GetWindow(ctx, stream, "s1")
+					n := windowItems()
+					switch {
+					case c.kept:
+						must(t, err)
+						sameWindow(t, got, w)
+						if n != -1 && n != 2 {
+							t.Fatalf("%d window items, want the 2 of the kept window", n)
+						}
+					case !errors.Is(err, lease.ErrNotFound):
+						t.Fatalf("get window after = seq %q (%d bytes), %v; want ErrNotFound", got.Seq, len(got.State), err)
+					case n > 0:
+						t.Fatalf("%d window items remain, want none", n)
+					}
+				})
+			}
 		})
 	}
 }
