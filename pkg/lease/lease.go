@@ -212,7 +212,8 @@ type Store interface {
 	// for a state over MaxWindowState.
 	CheckpointWindow(ctx context.Context, stream, shardID, owner string, w Window) error
 	// GetWindow reads the shard's window as last recorded by
-	// CheckpointWindow, strongly consistent, or fails with ErrNotFound. Its
+	// CheckpointWindow, strongly consistent, or fails with ErrNotFound, or
+	// with ErrWindowUnreadable when the row names a window it cannot read. Its
 	// Seq may be behind the row's checkpoint (a checkpoint written without
 	// a window): then it describes other records. A new start, a reset and
 	// a delete drop the window.
@@ -504,6 +505,11 @@ var (
 	ErrNotOwner = errors.New("lease not held by this owner")
 	// ErrNotFound: no row for this shard (or no generation record).
 	ErrNotFound = errors.New("lease not found")
+	// ErrWindowUnreadable: the row names a window that cannot be read
+	// whole (a chunk item missing or undecodable). The window's state is
+	// lost; a reader starts the window afresh, as Lambda's trigger does
+	// when it loses a window's state.
+	ErrWindowUnreadable = errors.New("window unreadable")
 	// ErrChanged: a generation record refused because another writer changed
 	// it since it was read.
 	ErrChanged = errors.New("generation record changed since it was read")

@@ -319,10 +319,10 @@ func (s *DynamoStore) GetWindow(ctx context.Context, stream, shardID string) (Wi
 			Data   []byte `dynamodbav:"window_data"`
 		}
 		if len(item) == 0 {
-			return Window{}, fmt.Errorf("get window of %s: chunk %d of version %s is missing", key, i, ref.Ref)
+			return Window{}, fmt.Errorf("get window of %s: chunk %d of version %s is missing: %w", key, i, ref.Ref, ErrWindowUnreadable)
 		}
 		if err := attributevalue.UnmarshalMap(item, &c); err != nil {
-			return Window{}, fmt.Errorf("get window of %s: decode chunk %d: %w", key, i, err)
+			return Window{}, fmt.Errorf("get window of %s: decode chunk %d: %v: %w", key, i, err, ErrWindowUnreadable)
 		}
 		if i == 0 {
 			w = Window{Seq: c.Seq, Start: time.UnixMilli(c.Start), End: time.UnixMilli(c.End), Closed: c.Closed}

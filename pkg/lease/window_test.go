@@ -362,3 +362,25 @@ func TestStartsResetsAndDeletesDropTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowWithAMissingChunkIsUnreadable: a row naming a window whose
+// chunk item is gone reads as ErrWindowUnreadable (a reader restarts the
+// window), not as an error of the store.
+func TestWindowWithAMissingChunkIsUnreadable(t *testing.T) {
+	ctx := t.Context()
+	client := testaws.Dynamo(t)
+	table := testaws.Name(t)
+	must(t, lease.CreateTable(ctx, client, table))
+	s, err := lease.NewDynamoStore(client, table)
+	must(t, err)
+	noErr(t)(s.Take(ctx, stream, "s1", "A"))
+	must(t, s.CheckpointWindow(ctx, stream, "s1", "A", window("100", bytes.Repeat([]byte("x"), 400<<10))))
+	row, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: lease.Key(stream, "s1")}}, ConsistentRead: aws.Bool(true)})
+	must(t, err)
+	ref := row.Item["window_ref"].(*types.AttributeValueMemberS).Value
+	_, err = client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: lease.Key(stream, "s1") + "#window#" + ref + "#1"}}})
+	must(t, err)
+	if _, err := s.GetWindow(ctx, stream, "s1"); !errors.Is(err, lease.ErrWindowUnreadable) {
+		t.Fatalf("get window with a chunk missing = %v, want ErrWindowUnreadable", err)
+	}
+}
