@@ -1,7 +1,12 @@
 package lease_test
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +30,8 @@ func BenchmarkLeaseOpOverhead(b *testing.B) {
 	if err := lease.CreateTable(ctx, client, table); err != nil {
 		b.Fatal(err)
 	}
-	store, err := lease.NewDynamoStore(client, table)
+	counted := &countingDynamo{Client: client}
+	store, err := lease.NewDynamoStore(counted, table)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,6 +64,7 @@ func BenchmarkLeaseOpOverhead(b *testing.B) {
 		ours("warm", i)
 	}
 	var tRaw, tOurs time.Duration
+	counted.reset()
 	b.ResetTimer()
 	for i := range rounds {
 		shard := fmt.Sprintf("s%d", i%10)
@@ -73,4 +80,80 @@ func BenchmarkLeaseOpOverhead(b *testing.B) {
 	b.ReportMetric(ratio, "ratio")
 	fmt.Printf("bench lease_op_overhead_ratio %.3f x\n", ratio)
 	fmt.Printf("bench lease_ops_per_round_us %.0f us\n", float64(tOurs.Microseconds())/rounds)
+	fmt.Printf("bench lease_requests_per_op %.2f requests (%s)\n", float64(counted.total())/(3*rounds), counted)
 }
+
+// countingDynamo counts the requests a DynamoStore sends, by operation.
+type countingDynamo struct {
+	*dynamodb.Client
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingDynamo) count(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[op]++
+}
+
+func (c *countingDynamo) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n = nil
+}
+
+func (c *countingDynamo) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := 0
+	for _, n := range c.n {
+		t += n
+	}
+	return t
+}
+
+func (c *countingDynamo) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops := slices.Sorted(maps.Keys(c.n))
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		parts[i] = fmt.Sprintf("%s %d", op, c.n[op])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c *countingDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count("UpdateItem")
+	return c.Client.UpdateItem(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.count("GetItem")
+	return c.Client.GetItem(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.count("BatchGetItem")
+	return c.Client.BatchGetItem(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.count("Scan")
+	return c.Client.Scan(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.count("DeleteItem")
+	return c.Client.DeleteItem(ctx, in, optFns...)
+}
+
+func (c *countingDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.count("PutItem")
+	return c.Client.PutItem(ctx, in, optFns...)
+}
+
+var _ lease.DynamoAPI = (*countingDynamo)(nil)

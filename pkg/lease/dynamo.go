@@ -195,30 +195,38 @@ func conflict(err error, op, key, owner string, sentinel error) error {
 	return ce
 }
 
-func (s *DynamoStore) update(ctx context.Context, op, stream, shardID, owner string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, sentinel error, rv types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: build expression: %w", op, Key(stream, shardID), err)
-	}
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyOf(stream, shardID),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        rv,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+func (s *DynamoStore) update(ctx context.Context, op, stream, shardID, owner string, c cond, upd expression.UpdateBuilder, sentinel error, rv types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
+	out, err := s.updateItem(ctx, op, stream, shardID, c, upd, rv)
 	if err != nil {
 		return nil, conflict(err, op, Key(stream, shardID), owner, sentinel)
 	}
 	return out, nil
 }
 
-func heldBy(owner string) expression.ConditionBuilder {
-	return expression.Name(attrOwner).Equal(expression.Value(owner))
+// updateItem sends one conditional UpdateItem asking for the row as it was
+// when the condition failed; its error is the client's, untranslated.
+func (s *DynamoStore) updateItem(ctx context.Context, op, stream, shardID string, c cond, upd expression.UpdateBuilder, rv types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
+	ce, err := c.build()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: build expression: %w", op, Key(stream, shardID), err)
+	}
+	condition, update, names, values, err := ce.with(upd)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: build expression: %w", op, Key(stream, shardID), err)
+	}
+	return s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(stream, shardID),
+		ConditionExpression:                 condition,
+		UpdateExpression:                    update,
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        rv,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
 }
+
+func heldBy(owner string) cond { return eq(attrOwner, owner) }
 
 // revoke marks the holder's lease revoked (see Lease.Revoked). It is set
 // whether or not the row has an owner (an update cannot tell); on a row
@@ -229,27 +237,24 @@ func revoke(upd expression.UpdateBuilder) expression.UpdateBuilder {
 
 // writableBy is true while owner holds the row and its lease is not
 // revoked: what a renew, checkpoint or pin needs.
-func writableBy(owner string) expression.ConditionBuilder {
-	return heldBy(owner).And(expression.AttributeNotExists(expression.Name(attrRevoked)))
+func writableBy(owner string) cond {
+	return and(heldBy(owner), notExists(attrRevoked))
 }
 
 // noFence is true when the row records no fence (or a fence of 0).
-func noFence() expression.ConditionBuilder {
-	return expression.Or(expression.AttributeNotExists(expression.Name(attrFence)),
-		expression.Name(attrFence).Equal(expression.Value(0)))
+func noFence() cond {
+	return or(notExists(attrFence), eq(attrFence, 0))
 }
 
 // forward adds to cond that the row's checkpoint may become seq:
 // checkpoints only move forward, and ShardEnd is last, until a new start.
-func forward(cond expression.ConditionBuilder, seq string) expression.ConditionBuilder {
+func forward(c cond, seq string) cond {
 	if seq == ShardEnd {
-		return cond
+		return c
 	}
-	return expression.And(cond,
-		expression.Or(expression.AttributeNotExists(expression.Name(attrCheckpoint)),
-			expression.Name(attrCheckpoint).NotEqual(expression.Value(ShardEnd))),
-		expression.Or(expression.AttributeNotExists(expression.Name(attrCkptOrder)),
-			expression.Name(attrCkptOrder).LessThanEqual(expression.Value(checkpointOrder(seq)))))
+	return and(c,
+		or(notExists(attrCheckpoint), ne(attrCheckpoint, ShardEnd)),
+		or(notExists(attrCkptOrder), atMost(attrCkptOrder, checkpointOrder(seq))))
 }
 
 // setCheckpoint records seq and its order.
@@ -263,11 +268,31 @@ func fenceMillis(d time.Duration) int64 { return (d + time.Millisecond - 1).Mill
 
 // counterIs is true when the row's counter is c (a row never taken has
 // none: counter 0).
-func counterIs(c int64) expression.ConditionBuilder {
+func counterIs(c int64) cond {
 	if c == 0 {
-		return expression.AttributeNotExists(expression.Name(attrCounter))
+		return notExists(attrCounter)
 	}
-	return expression.Name(attrCounter).Equal(expression.Value(c))
+	return eq(attrCounter, c)
+}
+
+// takeCond is a take's condition: the row has no owner (and no fence), or
+// is owner's (or its loop's, without a fence) and not a revoked child; or
+// its counter is the one the taker saw stand still (IfCounter); and it is
+// unchanged (IfUnchanged).
+func takeCond(owner string, o takeOptions) cond {
+	mine := heldBy(owner)
+	if o.family != "" {
+		mine = or(mine, and(heldBy(o.family), noFence()))
+	}
+	mine = and(mine, or(notExists(attrRevoked), notExists(attrParents)))
+	c := or(and(notExists(attrOwner), noFence()), mine)
+	if o.ifCounter {
+		c = or(c, counterIs(o.counter))
+	}
+	if o.ifUnchanged {
+		c = and(c, counterIs(o.unchanged))
+	}
+	return c
 }
 
 // Take implements Store.
@@ -280,20 +305,7 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	// The row's holder (or its loop) may take it back, unless it is a
 	// revoked child: a new start may have opened a parent again, and only
 	// a coordinator checks the parents (see Lease.Revoked).
-	mine := heldBy(owner)
-	if o.family != "" {
-		mine = expression.Or(mine, heldBy(o.family).And(noFence()))
-	}
-	mine = expression.And(mine, expression.Or(
-		expression.AttributeNotExists(expression.Name(attrRevoked)),
-		expression.AttributeNotExists(expression.Name(attrParents))))
-	cond := expression.Or(expression.AttributeNotExists(expression.Name(attrOwner)).And(noFence()), mine)
-	if o.ifCounter {
-		cond = expression.Or(cond, counterIs(o.counter))
-	}
-	if o.ifUnchanged {
-		cond = expression.And(cond, counterIs(o.unchanged))
-	}
+	c := takeCond(owner, o)
 	upd := expression.Set(expression.Name(attrOwner), expression.Value(owner)).
 		Remove(expression.Name(attrRevoked)).
 		Remove(expression.Name(attrWriteSeq)).
@@ -308,7 +320,7 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	if o.incarnation != 0 {
 		upd = upd.Set(expression.Name(attrIncarnation), expression.Value(o.incarnation))
 	}
-	out, err := s.update(ctx, "take", stream, shardID, owner, cond, upd, ErrHeld, types.ReturnValueAllNew)
+	out, err := s.update(ctx, "take", stream, shardID, owner, c, upd, ErrHeld, types.ReturnValueAllNew)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -327,25 +339,23 @@ func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string, 
 		return Lease{}, err
 	}
 	now := s.opts.Clock()
-	cond := writableBy(owner)
+	c := writableBy(owner)
 	upd := expression.Set(expression.Name(attrExpiry), expression.Value(ms(now.Add(s.opts.Duration)))).
 		Add(expression.Name(attrCounter), expression.Value(1)).
 		Set(expression.Name(attrFence), expression.Value(fenceMillis(rn.Fence)))
 	if rn.Seq > 0 {
-		cond = cond.And(expression.Or(
-			expression.AttributeNotExists(expression.Name(attrWriteSeq)),
-			expression.Name(attrWriteSeq).LessThan(expression.Value(rn.Seq))))
+		c = and(c, or(notExists(attrWriteSeq), less(attrWriteSeq, rn.Seq)))
 		upd = upd.Set(expression.Name(attrWriteSeq), expression.Value(rn.Seq))
 	}
 	if rn.Checkpoint != "" {
-		cond = forward(cond, rn.Checkpoint)
+		c = forward(c, rn.Checkpoint)
 		upd = setCheckpoint(upd, rn.Checkpoint)
 	}
 	if rn.MillisBehind != nil {
 		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*rn.MillisBehind)).
 			Set(expression.Name(attrLagAt), expression.Value(ms(now)))
 	}
-	out, err := s.update(ctx, "renew", stream, shardID, owner, cond, upd, ErrNotOwner, types.ReturnValueAllNew)
+	out, err := s.update(ctx, "renew", stream, shardID, owner, c, upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		cur, cerr := s.refused(ctx, err, stream, shardID, owner)
 		switch {
@@ -592,18 +602,12 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 	if err := checkStart(stream, shardID, st); err != nil {
 		return false, err
 	}
-	cond := expression.Or(
-		expression.AttributeNotExists(expression.Name(attrGenOrder)),
-		expression.Name(attrGenOrder).LessThan(expression.Value(st.Order)),
-	)
+	c := or(notExists(attrGenOrder), less(attrGenOrder, st.Order))
 	if st.IfAbsent {
-		cond = expression.AttributeNotExists(expression.Name(attrKey))
+		c = notExists(attrKey)
 	}
 	if st.Incarnation != 0 { // a row of an earlier incarnation of the stream is replaced
-		cond = expression.Or(cond, expression.And(
-			expression.AttributeExists(expression.Name(attrIncarnation)),
-			expression.Name(attrIncarnation).NotEqual(expression.Value(st.Incarnation)),
-		))
+		c = or(c, and(exists(attrIncarnation), ne(attrIncarnation, st.Incarnation)))
 	}
 	upd := expression.Set(expression.Name(attrStream), expression.Value(stream)).
 		Set(expression.Name(attrShard), expression.Value(shardID)).
@@ -626,11 +630,16 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 	case st.ClearCheckpoint || st.Fresh:
 		upd = upd.Remove(expression.Name(attrCheckpoint))
 	}
-	_, err := s.update(ctx, "set start", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueNone)
+	upd = dropWindow(upd) // no window describes the records after a new start
+	out, err := s.update(ctx, "set start", stream, shardID, "", c, upd, ErrHeld, types.ReturnValueAllOld)
 	if errors.Is(err, ErrHeld) {
 		return false, nil // this generation, or a later one, is already recorded
 	}
-	return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	s.deleteNamedWindow(ctx, stream, shardID, out.Attributes)
+	return true, nil
 }
 
 // Delete implements Store.
@@ -638,24 +647,27 @@ func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string, counte
 	if err := checkKey(stream, shardID); err != nil {
 		return err
 	}
-	expr, err := expression.NewBuilder().WithCondition(expression.Or(
-		expression.AttributeNotExists(expression.Name(attrKey)),
-		counterIs(counter),
-	)).Build()
+	expr, err := or(notExists(attrKey), counterIs(counter)).build()
 	if err != nil {
 		return fmt.Errorf("delete %s: build expression: %w", Key(stream, shardID), err)
 	}
-	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	var values map[string]types.AttributeValue
+	if len(expr.values) > 0 {
+		values = expr.values
+	}
+	out, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(stream, shardID),
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
+		ConditionExpression:                 aws.String(expr.text),
+		ExpressionAttributeNames:            expr.names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
 		return conflict(err, "delete", Key(stream, shardID), "", ErrHeld)
 	}
+	s.deleteNamedWindow(ctx, stream, shardID, out.Attributes)
 	return nil
 }
 
@@ -740,16 +752,18 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 	if err := checkReset(stream, shardID, start); err != nil {
 		return Lease{}, err
 	}
-	cond := expression.AttributeExists(expression.Name(attrKey))
+	c := exists(attrKey)
 	if !force {
-		cond = cond.And(expression.AttributeNotExists(expression.Name(attrOwner)))
+		c = and(c, notExists(attrOwner))
 	}
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
 		Set(expression.Name(attrStartApplied), expression.Value(false)).
 		Remove(expression.Name(attrCkptOrder)).
 		Add(expression.Name(attrCounter), expression.Value(1))
-	upd = revoke(upd)
-	out, err := s.update(ctx, "reset", stream, shardID, "", cond, upd, ErrHeld, types.ReturnValueAllNew)
+	upd = dropWindow(revoke(upd)) // no window describes the records after the new start
+	// The row as it was, to delete the window it named; the row as it is
+	// now follows from it (Lease has no field for what else changed).
+	out, err := s.update(ctx, "reset", stream, shardID, "", c, upd, ErrHeld, types.ReturnValueAllOld)
 	var ce *ConflictError
 	if errors.As(err, &ce) {
 		cur, gerr := s.Get(ctx, stream, shardID)
@@ -764,7 +778,14 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 	if err != nil {
 		return Lease{}, err
 	}
-	return decode(out.Attributes)
+	s.deleteNamedWindow(ctx, stream, shardID, out.Attributes)
+	l, err := decode(out.Attributes)
+	if err != nil {
+		return Lease{}, err
+	}
+	l.Start, l.StartApplied, l.Revoked = start, false, l.Owner != ""
+	l.Counter++
+	return l, nil
 }
 
 // unprocessedBackoff spaces the retries of a BatchGetItem's unprocessed

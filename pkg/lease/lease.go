@@ -163,22 +163,23 @@ type Store interface {
 	// one, so that overlapping coordinators record a generation once and an
 	// older one never overwrites a newer one (or, with Start.IfAbsent, when
 	// the row exists). A row of another incarnation of the stream than
-	// Start.Incarnation is always replaced.
+	// Start.Incarnation is always replaced. A start it records drops the
+	// row's window (GetWindow then fails with ErrNotFound).
 	SetStart(ctx context.Context, stream, shardID string, start Start) (bool, error)
 	// Delete removes a row when its counter is still counter: the caller saw
 	// it released, or unchanged for a lease duration (a lapsed holder). It
 	// fails with ErrHeld when the counter moved. Deleting a missing row is
-	// not an error.
+	// not an error. The row's window goes with it.
 	Delete(ctx context.Context, stream, shardID string, counter int64) error
 	// Reset moves a shard's reading position by an operator, not an owner:
 	// it records start (a position in the reader's text form) as the row's
 	// start, not yet applied, so the next reader opens there whatever the
 	// checkpoint says, and it revokes the holder's lease (see Revoked) so the
 	// holder stops at its next renewal or checkpoint. It keeps the row's
-	// generation. It fails with ErrNotFound when the shard has no row, and
-	// with ErrHeld while an owner holds the row unless force is set
-	// (shardloop reset forces it only after watching the counter stand still
-	// for a lease duration, or when told to).
+	// generation, and drops the row's window. It fails with ErrNotFound
+	// when the shard has no row, and with ErrHeld while an owner holds the
+	// row unless force is set (shardloop reset forces it only after watching
+	// the counter stand still for a lease duration, or when told to).
 	Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error)
 	// GetGeneration reads the stream's generation record, strongly
 	// consistent, or fails with ErrNotFound.
@@ -211,9 +212,11 @@ type Store interface {
 	// for a state over MaxWindowState.
 	CheckpointWindow(ctx context.Context, stream, shardID, owner string, w Window) error
 	// GetWindow reads the shard's window as last recorded by
-	// CheckpointWindow, strongly consistent, or fails with ErrNotFound. Its
+	// CheckpointWindow, strongly consistent, or fails with ErrNotFound, or
+	// with ErrWindowUnreadable when the row names a window it cannot read. Its
 	// Seq may be behind the row's checkpoint (a checkpoint written without
-	// a window, a reset, a new start): then it describes other records.
+	// a window): then it describes other records. A new start, a reset and
+	// a delete drop the window.
 	GetWindow(ctx context.Context, stream, shardID string) (Window, error)
 }
 
@@ -502,6 +505,11 @@ var (
 	ErrNotOwner = errors.New("lease not held by this owner")
 	// ErrNotFound: no row for this shard (or no generation record).
 	ErrNotFound = errors.New("lease not found")
+	// ErrWindowUnreadable: the row names a window that cannot be read
+	// whole (a chunk item missing or undecodable). The window's state is
+	// lost; a reader starts the window afresh, as Lambda's trigger does
+	// when it loses a window's state.
+	ErrWindowUnreadable = errors.New("window unreadable")
 	// ErrChanged: a generation record refused because another writer changed
 	// it since it was read.
 	ErrChanged = errors.New("generation record changed since it was read")

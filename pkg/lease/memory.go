@@ -335,7 +335,8 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 	}
 	l.Revoked = l.Owner != ""
 	m.rows[key] = l
-	delete(m.orders, key) // checkpoints may go anywhere from the new start
+	delete(m.orders, key)  // checkpoints may go anywhere from the new start
+	delete(m.windows, key) // and no window describes the records after it
 	return true, nil
 }
 
@@ -357,6 +358,7 @@ func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counte
 	}
 	delete(m.rows, key)
 	delete(m.orders, key)
+	delete(m.windows, key)
 	return nil
 }
 
@@ -418,6 +420,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 	l.Counter++
 	m.rows[key] = l
 	delete(m.orders, key)
+	delete(m.windows, key)
 	return clone(l), nil
 }
 

@@ -145,7 +145,9 @@ func chunks(state []byte) [][]byte {
 // CheckpointWindow implements Store: the window's chunk items under a fresh
 // version, then one conditional update of the lease row that moves the
 // checkpoint to w.Seq and names that version; then the previous version's
-// items are deleted (best effort). A refused update deletes the new items.
+// items are deleted (best effort). A refused update deletes the new items
+// only when the row does not name them: a retry of a write that landed is
+// refused too, and its items are the live window.
 func (s *DynamoStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w Window) error {
 	if err := checkWindow(stream, shardID, owner, w); err != nil {
 		return err
@@ -173,27 +175,35 @@ func (s *DynamoStore) CheckpointWindow(ctx context.Context, stream, shardID, own
 	upd := setCheckpoint(expression.UpdateBuilder{}, w.Seq).
 		Set(expression.Name(attrWindowRef), expression.Value(version)).
 		Set(expression.Name(attrWindowChunks), expression.Value(len(parts)))
-	out, err := s.update(ctx, "checkpoint window", stream, shardID, owner, forward(writableBy(owner), w.Seq), upd, ErrNotOwner, types.ReturnValueUpdatedOld)
+	out, err := s.updateItem(ctx, "checkpoint window", stream, shardID, forward(writableBy(owner), w.Seq), upd, types.ReturnValueUpdatedOld)
 	if err != nil {
-		var ce *ConflictError
-		if !errors.As(err, &ce) {
-			return err
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return fmt.Errorf("checkpoint window %s: %w", key, err)
 		}
 		// Refused. An earlier attempt of this very write may have landed
 		// (its answer lost, the SDK retried): then the row names these
-		// items and they stay. Otherwise the row never named them.
-		ref, rerr := s.windowRef(context.WithoutCancel(ctx), stream, shardID)
-		if rerr == nil && ref == version {
+		// items and they must stay. They are deleted only when the row, as
+		// the refusal returned it (or as read again where the table
+		// returns none), names another version; when that cannot be told,
+		// they are left (an item no row names is never read).
+		ref, known := namedVersion(ccf.Item)
+		if !known {
+			r, rerr := s.windowRef(context.WithoutCancel(ctx), stream, shardID)
+			ref, known = r, rerr == nil
+		}
+		if known && ref == version {
 			return nil
 		}
-		if rerr == nil {
+		if known {
 			s.deleteWindow(context.WithoutCancel(ctx), stream, shardID, version, len(parts))
 		}
-		cur, cerr := s.refused(ctx, err, stream, shardID, owner)
+		refusal := conflict(err, "checkpoint window", key, owner, ErrNotOwner)
+		cur, cerr := s.refused(ctx, refusal, stream, shardID, owner)
 		if cerr != nil {
 			return cerr
 		}
-		return behind(err, cur)
+		return behind(refusal, cur)
 	}
 	var old struct {
 		Ref    string `dynamodbav:"window_ref"`
@@ -203,6 +213,21 @@ func (s *DynamoStore) CheckpointWindow(ctx context.Context, stream, shardID, own
 		s.deleteWindow(context.WithoutCancel(ctx), stream, shardID, old.Ref, old.Chunks)
 	}
 	return nil
+}
+
+// namedVersion is the window version a row returned with a refusal names
+// ("" for none); known is false when the refusal returned no row.
+func namedVersion(item map[string]types.AttributeValue) (ref string, known bool) {
+	if len(item) == 0 {
+		return "", false
+	}
+	var r struct {
+		Ref string `dynamodbav:"window_ref"`
+	}
+	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+		return "", false
+	}
+	return r.Ref, true
 }
 
 // windowRef reads the window version the row names ("" for none),
@@ -231,6 +256,24 @@ func (s *DynamoStore) deleteWindow(ctx context.Context, stream, shardID, version
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, _ = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: windowKey(stream, shardID, version, i)})
 		cancel()
+	}
+}
+
+// dropWindow makes a row name no window.
+func dropWindow(upd expression.UpdateBuilder) expression.UpdateBuilder {
+	return upd.Remove(expression.Name(attrWindowRef)).Remove(expression.Name(attrWindowChunks))
+}
+
+// deleteNamedWindow deletes the chunk items of the window old, a row as it
+// was before a write that dropped its window (a new start, a reset, a
+// delete), named; best effort, as deleteWindow.
+func (s *DynamoStore) deleteNamedWindow(ctx context.Context, stream, shardID string, old map[string]types.AttributeValue) {
+	var ref struct {
+		Ref    string `dynamodbav:"window_ref"`
+		Chunks int    `dynamodbav:"window_chunks"`
+	}
+	if err := attributevalue.UnmarshalMap(old, &ref); err == nil && ref.Ref != "" {
+		s.deleteWindow(context.WithoutCancel(ctx), stream, shardID, ref.Ref, ref.Chunks)
 	}
 }
 
@@ -276,10 +319,10 @@ func (s *DynamoStore) GetWindow(ctx context.Context, stream, shardID string) (Wi
 			Data   []byte `dynamodbav:"window_data"`
 		}
 		if len(item) == 0 {
-			return Window{}, fmt.Errorf("get window of %s: chunk %d of version %s is missing", key, i, ref.Ref)
+			return Window{}, fmt.Errorf("get window of %s: chunk %d of version %s is missing: %w", key, i, ref.Ref, ErrWindowUnreadable)
 		}
 		if err := attributevalue.UnmarshalMap(item, &c); err != nil {
-			return Window{}, fmt.Errorf("get window of %s: decode chunk %d: %w", key, i, err)
+			return Window{}, fmt.Errorf("get window of %s: decode chunk %d: %v: %w", key, i, err, ErrWindowUnreadable)
 		}
 		if i == 0 {
 			w = Window{Seq: c.Seq, Start: time.UnixMilli(c.Start), End: time.UnixMilli(c.End), Closed: c.Closed}

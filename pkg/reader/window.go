@@ -160,12 +160,21 @@ func (r *run) windowCut(us []unit) int {
 
 // loadWindow reads the shard's window from the store at the start of a
 // run: it applies only when it belongs to the checkpoint the run resumes
-// after; otherwise (a reset, a new start, another's checkpoint) the next
-// record opens a fresh window.
+// after; otherwise (another's checkpoint, or a window that cannot be read)
+// the next record opens a fresh window.
 func (r *run) loadWindow(ctx context.Context) error {
 	w, err := r.o.Store.GetWindow(ctx, r.in.Stream, r.in.ShardID)
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
+		return nil
+	case errors.Is(err, lease.ErrWindowUnreadable):
+		// The state is lost, not the records: go on as the trigger does
+		// when it loses a window's state, with the window the next record
+		// falls in (the same bounds, windows being aligned) opened afresh.
+		r.log.Warn("the recorded tumbling window cannot be read; the next record opens its window with an empty state", "seq", r.written, "window_state_lost", 1, "err", err)
+		if h, ok := r.o.Hooks.(WindowStateLost); ok {
+			h.WindowStateLost(r.in.Stream, r.in.ShardID, err)
+		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("reader: read the tumbling window of %s: %w", lease.Key(r.in.Stream, r.in.ShardID), err)
@@ -176,6 +185,14 @@ func (r *run) loadWindow(ctx context.Context) error {
 	r.win = winState{open: true, start: w.Start.UTC(), end: w.End.UTC(), state: w.State, closed: w.Closed, gen: 1}
 	r.winWritten = 1
 	return nil
+}
+
+// WindowStateLost is an optional part of Hooks: a run found the shard's
+// recorded tumbling window unreadable (lease.ErrWindowUnreadable) and went
+// on with the window opened afresh, its state lost. Alarm on it: the
+// handler sees the window's later records without what it folded before.
+type WindowStateLost interface {
+	WindowStateLost(stream, shardID string, err error)
 }
 
 // windowDue reports whether the open window's final invocation is due on an

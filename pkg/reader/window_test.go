@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -399,6 +400,89 @@ func TestTumblingWindow_ARunEndingBehindItsWindowHandsOnNoIterator(t *testing.T)
 		// at least once, 5 folds in all, 4 of them distinct.
 		if w.Seq != m.seqs[4] || state["count"] != "5" {
 			t.Fatalf("window on the row %+v (state %s), want the fifth record's with a count of 5 (records 2 and 3 folded again after the failed writes); invocations %+v", w.Seq, w.State, tgt.all())
+		}
+	})
+}
+
+// unreadableWindows is a memory store whose recorded window cannot be read
+// while unreadable is set (as a DynamoDB row naming a chunk item that is
+// gone).
+type unreadableWindows struct {
+	*lease.MemoryStore
+	mu         sync.Mutex
+	unreadable bool
+}
+
+func (u *unreadableWindows) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	u.mu.Lock()
+	unreadable := u.unreadable
+	u.mu.Unlock()
+	if unreadable {
+		return lease.Window{}, fmt.Errorf("get window of %s: chunk 0 of version 0123 is missing: %w", lease.Key(stream, shardID), lease.ErrWindowUnreadable)
+	}
+	return u.MemoryStore.GetWindow(ctx, stream, shardID)
+}
+
+// lostWindows counts WindowStateLost.
+type lostWindows struct {
+	NopHooks
+	mu sync.Mutex
+	n  int
+}
+
+func (l *lostWindows) WindowStateLost(stream, shardID string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(err, lease.ErrWindowUnreadable) {
+		l.n++
+	}
+}
+
+// TestTumblingWindow_AnUnreadableWindowRestartsItAndTheShardReadsOn: a run
+// that finds the recorded window unreadable does not fail to start (every
+// later run would fail the same way): it counts the loss and opens the
+// window the next record falls in afresh, with the same bounds and an
+// empty state, as the trigger does when it loses a window's state.
+func TestTumblingWindow_AnUnreadableWindowRestartsItAndTheShardReadsOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		st := &unreadableWindows{MemoryStore: m.store}
+		hooks := &lostWindows{}
+		tgt := &windowCounter{}
+		o := memWindowOpts(m, tgt, MaxTumblingWindow) // virtual time starts on a 15-minute boundary
+		o.Store, o.Hooks = st, hooks
+		m.put(t, []string{"a"}, 2)
+		out, err := Run(t.Context(), o, m.state("A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.mu.Lock()
+		st.unreadable = true
+		st.mu.Unlock()
+		m.put(t, []string{"b"}, 1)
+		if out, err = Run(t.Context(), o, out); err != nil {
+			t.Fatalf("run over an unreadable window = %v, want it to read on", err)
+		}
+		if out.Checkpoint != m.seqs[2] {
+			t.Fatalf("checkpoint %s, want the third record's", out.Checkpoint)
+		}
+		calls := tgt.all()
+		last := calls[len(calls)-1]
+		if last.final || len(last.data) != 1 || last.data[0] != "b|2" || last.in["count"] != "" || !last.start.Equal(calls[0].start) || !last.end.Equal(calls[0].end) {
+			t.Fatalf("invocation after the unreadable window = %+v, want record b|2 with an empty state in the window %s-%s", last, calls[0].start, calls[0].end)
+		}
+		hooks.mu.Lock()
+		n := hooks.n
+		hooks.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("WindowStateLost called %d times, want once", n)
+		}
+		w, err := m.store.GetWindow(t.Context(), m.stream, m.shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Seq != m.seqs[2] || string(w.State) != `{"count":"1"}` {
+			t.Fatalf("window on the row %s %s, want the third record's with a count of 1", w.Seq, w.State)
 		}
 	})
 }
