@@ -150,6 +150,7 @@ type events struct {
 	// the coordinator's passes: when each began (passTimer) and when each
 	// read its lease rows
 	passBegins, passEnds []time.Time
+	describes            []float64 // DescribeStreamSummary latencies, s
 }
 
 type ownerAt struct {
