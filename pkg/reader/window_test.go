@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/shardloop/shardloop/pkg/lease"
@@ -593,6 +594,44 @@ func TestTumblingWindow_ALateRecordInAClosedWindowGoesToTheNextWindow(t *testing
 					t.Fatalf("the late record was not delivered in the window after the closed one (%s): %+v", t0.Add(w), calls)
 				}
 			})
+		})
+	}
+}
+
+// TestTumblingWindow_PlaceAndCut: where a record's window goes given the
+// shard's last window (a closed window is never reopened: its records go to
+// the next one), and how a batch is cut with that rule.
+func TestTumblingWindow_PlaceAndCut(t *testing.T) {
+	const w = 2 * time.Second
+	t0 := time.Unix(1800000000, 0).UTC() // aligned on 2 s
+	at := func(d time.Duration) unit {
+		return unit{kin: types.Record{ApproximateArrivalTimestamp: aws.Time(t0.Add(d))}}
+	}
+	open := winState{open: true, start: t0, end: t0.Add(w), state: emptyState}
+	closed := winState{open: true, start: t0, end: t0.Add(w), closed: true}
+	for _, c := range []struct {
+		name  string
+		win   winState
+		us    []unit
+		start time.Time // place of us[0]'s window
+		cut   int
+	}{
+		{"no window yet", winState{}, []unit{at(time.Second), at(3 * time.Second)}, t0, 1},
+		{"open: its own record", open, []unit{at(time.Second), at(1500 * time.Millisecond)}, t0, 2},
+		{"open: an earlier record keeps its own start (enterWindow puts it in the open window)", open, []unit{at(-time.Second)}, t0.Add(-w), 1},
+		{"closed: a late record goes to the next window, with the next window's records", closed, []unit{at(time.Second), at(3 * time.Second)}, t0.Add(w), 2},
+		{"closed: a record stamped before it too", closed, []unit{at(-3 * time.Second), at(2 * time.Second)}, t0.Add(w), 2},
+		{"closed: the window after the next is cut off", closed, []unit{at(time.Second), at(4 * time.Second)}, t0.Add(w), 1},
+		{"closed: a later record keeps its own window", closed, []unit{at(5 * time.Second)}, t0.Add(2 * w), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &run{o: Options{TumblingWindow: w, Clock: time.Now}, win: c.win}
+			if got := c.win.place(r.windowStart(c.us[0])); !got.Equal(c.start) {
+				t.Errorf("place = %s, want %s", got, c.start)
+			}
+			if got := r.windowCut(c.us); got != c.cut {
+				t.Errorf("windowCut = %d, want %d", got, c.cut)
+			}
 		})
 	}
 }
