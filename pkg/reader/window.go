@@ -309,16 +309,17 @@ func (l *lane) enterWindow(us []unit) bool {
 		l.send(laneEvent{lane: l.id, win: l.snapshot()})
 		return true
 	}
-	own := l.r.windowStart(us[0])
-	start := w.place(own)
-	if !start.Equal(own) {
+	start := w.place(l.r.windowStart(us[0]))
+	if w.open && w.closed {
 		late := 0
 		for _, u := range us {
 			if l.r.windowStart(u).Before(w.end) {
 				late++
 			}
 		}
-		l.r.log.Info("records stamped in a closed tumbling window go to the next window", "window_start", start, "closed_window_start", w.start, "window_late_records", late)
+		if late > 0 {
+			l.r.log.Info("records stamped in a closed tumbling window go to the next window", "window_start", start, "closed_window_start", w.start, "window_late_records", late)
+		}
 	}
 	if w.open && !w.closed && !start.After(w.start) {
 		return true // the same window (a record stamped before it goes with it)

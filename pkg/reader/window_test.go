@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -531,6 +532,8 @@ func TestTumblingWindow_ALateRecordInAClosedWindowGoesToTheNextWindow(t *testing
 				tgt := &windowCounter{}
 				o := memWindowOpts(m, tgt, w)
 				o.Kinesis = &restamp{KinesisAPI: m.k, at: t0.Add(w / 2)}
+				var logs logBuffer
+				o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 				if nextRun {
 					o.RunLength = 5 * time.Second
 				}
@@ -592,6 +595,15 @@ func TestTumblingWindow_ALateRecordInAClosedWindowGoesToTheNextWindow(t *testing
 				}
 				if !seen[time.Time{}] {
 					t.Fatalf("the late record was not delivered in the window after the closed one (%s): %+v", t0.Add(w), calls)
+				}
+				late := 0.0
+				for _, l := range logs.lines(t, "INFO") {
+					if n, ok := l["window_late_records"].(float64); ok {
+						late += n
+					}
+				}
+				if late != 1 {
+					t.Fatalf("window_late_records logged %v in all, want 1", late)
 				}
 			})
 		})
