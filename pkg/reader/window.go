@@ -13,7 +13,8 @@ import (
 
 // Tumbling windows (Options.TumblingWindow), as Lambda's Kinesis trigger has
 // them (TumblingWindowInSeconds): each record of a shard belongs to the
-// window of its arrival time, [k·W, (k+1)·W) since the Unix epoch; the
+// window of its arrival time, [k·W, (k+1)·W) since the Unix epoch (or,
+// read after that window was closed, to the next one: winState.place); the
 // target gets the window's state with each batch and answers the next one;
 // a batch never spans two windows; when the window is over, a final
 // invocation (isFinalInvokeForWindow, no records) hands the target the last
@@ -121,6 +122,21 @@ type winState struct {
 	gen        int  // bumped on every change, to tell what was written
 }
 
+// place is the start of the window a record whose own window starts at
+// start is delivered in. A window is never reopened once its final
+// invocation succeeded: a record stamped inside (or before) a closed window
+// that is read only afterwards (Kinesis stamps arrival on its side, so such
+// a record can become readable after a read saw the tip past the window's
+// end) goes to the next window, the one starting at the closed one's end,
+// as Lambda's trigger starts a new window with a fresh state after
+// isFinalInvokeForWindow. Any other record stays in its own window.
+func (w winState) place(start time.Time) time.Time {
+	if w.open && w.closed && start.Before(w.end) {
+		return w.end
+	}
+	return start
+}
+
 func (w winState) lease(seq string) lease.Window {
 	return lease.Window{Seq: seq, Start: w.start, End: w.end, State: w.state, Closed: w.closed}
 }
@@ -149,9 +165,9 @@ func (r *run) windowCut(us []unit) int {
 	if !r.windowed() || len(us) == 0 {
 		return len(us)
 	}
-	first := r.windowStart(us[0])
+	first := r.win.place(r.windowStart(us[0]))
 	for i, u := range us[1:] {
-		if r.windowStart(u).After(first) {
+		if r.win.place(r.windowStart(u)).After(first) {
 			return i + 1
 		}
 	}
@@ -278,7 +294,8 @@ func (l *lane) snapshot() *winState {
 
 // enterWindow readies the lane's window for us: when us begins a later
 // window, the open one gets its final invocation first and a fresh window
-// opens with an empty state; an empty us asks for the final invocation that
+// opens with an empty state (a record of a closed window begins the next
+// one: place); an empty us asks for the final invocation that
 // is due (windowDue). False when the run must stop first.
 func (l *lane) enterWindow(us []unit) bool {
 	w := &l.win
@@ -292,7 +309,18 @@ func (l *lane) enterWindow(us []unit) bool {
 		l.send(laneEvent{lane: l.id, win: l.snapshot()})
 		return true
 	}
-	start := l.r.windowStart(us[0])
+	start := w.place(l.r.windowStart(us[0]))
+	if w.open && w.closed {
+		late := 0
+		for _, u := range us {
+			if l.r.windowStart(u).Before(w.end) {
+				late++
+			}
+		}
+		if late > 0 {
+			l.r.log.Info("records stamped in a closed tumbling window go to the next window", "window_start", start, "closed_window_start", w.start, "window_late_records", late)
+		}
+	}
 	if w.open && !w.closed && !start.After(w.start) {
 		return true // the same window (a record stamped before it goes with it)
 	}

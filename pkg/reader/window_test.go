@@ -1,10 +1,12 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -12,6 +14,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/shardloop/shardloop/pkg/lease"
@@ -485,4 +490,160 @@ func TestTumblingWindow_AnUnreadableWindowRestartsItAndTheShardReadsOn(t *testin
 			t.Fatalf("window on the row %s %s, want the third record's with a count of 1", w.Seq, w.State)
 		}
 	})
+}
+
+// restamp is a Kinesis whose reads stamp the records whose data starts with
+// "late" as arrived at at: a record Kinesis stamped inside a window that
+// became readable only after the reader had seen the tip past it.
+type restamp struct {
+	KinesisAPI
+	at time.Time
+}
+
+func (k *restamp) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	out, err := k.KinesisAPI.GetRecords(ctx, in, fns...)
+	if err != nil || out == nil {
+		return out, err
+	}
+	cp := *out
+	cp.Records = slices.Clone(out.Records)
+	for i, r := range cp.Records {
+		if bytes.HasPrefix(r.Data, []byte("late")) {
+			cp.Records[i].ApproximateArrivalTimestamp = aws.Time(k.at)
+		}
+	}
+	return &cp, nil
+}
+
+// TestTumblingWindow_ALateRecordInAClosedWindowGoesToTheNextWindow: a window
+// closed at the tip is never reopened. A record stamped inside it that is
+// read afterwards (in the same run, or in the next one, which loads the
+// closed window from the row) goes to the window that starts at the closed
+// one's end, with that window's state: the handler sees each window's
+// bounds in one stretch of invocations ending in its one final invocation.
+func TestTumblingWindow_ALateRecordInAClosedWindowGoesToTheNextWindow(t *testing.T) {
+	for _, nextRun := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nextRun=%v", nextRun), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const w = 2 * time.Second
+				t0 := time.Now().Truncate(w)
+				m := newMemStream(t)
+				m.put(t, []string{"a"}, 2)
+				tgt := &windowCounter{}
+				o := memWindowOpts(m, tgt, w)
+				o.Kinesis = &restamp{KinesisAPI: m.k, at: t0.Add(w / 2)}
+				var logs logBuffer
+				o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				if nextRun {
+					o.RunLength = 5 * time.Second
+				}
+				type result struct {
+					st  State
+					err error
+				}
+				done := make(chan result, 1)
+				go func() {
+					st, err := Run(t.Context(), o, m.state("A"))
+					done <- result{st, err}
+				}()
+				// The first window is closed at the tip (a second past its end).
+				for len(tgt.finals()) == 0 {
+					time.Sleep(100 * time.Millisecond)
+				}
+				if !nextRun {
+					m.put(t, []string{"late", "a"}, 2)
+				}
+				res := <-done
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+				if nextRun {
+					m.put(t, []string{"late", "a"}, 2)
+					o.RunLength = 10 * time.Second
+					if res.st, res.err = Run(t.Context(), o, res.st); res.err != nil {
+						t.Fatal(res.err)
+					}
+				}
+				calls := tgt.all()
+				// Each window's invocations are one stretch, its records
+				// counted in order from {}, closed by one final invocation.
+				seen := map[time.Time]bool{}
+				var delivered []string
+				for i := 0; i < len(calls); {
+					start, n := calls[i].start, 0
+					if seen[start] {
+						t.Fatalf("window %s seen again at invocation %d: %+v", start, i, calls)
+					}
+					seen[start] = true
+					for ; i < len(calls) && calls[i].start.Equal(start) && !calls[i].final; i++ {
+						if calls[i].in["count"] != countOrEmpty(n) {
+							t.Fatalf("invocation %d of window %s got count %q, want %q: %+v", i, start, calls[i].in["count"], countOrEmpty(n), calls)
+						}
+						n += len(calls[i].data)
+						delivered = append(delivered, calls[i].data...)
+						if start.Equal(t0.Add(w)) && slices.Contains(calls[i].data, "late|2") {
+							seen[time.Time{}] = true // the late record went to the next window
+						}
+					}
+					if i == len(calls) || !calls[i].start.Equal(start) || calls[i].in["count"] != strconv.Itoa(n) {
+						t.Fatalf("window %s: want a final invocation with count %d after its %d records: %+v", start, n, n, calls)
+					}
+					i++
+				}
+				if want := []string{"a|0", "a|1", "late|2", "a|3"}; !slices.Equal(delivered, want) {
+					t.Fatalf("delivered %q, want %q", delivered, want)
+				}
+				if !seen[time.Time{}] {
+					t.Fatalf("the late record was not delivered in the window after the closed one (%s): %+v", t0.Add(w), calls)
+				}
+				late := 0.0
+				for _, l := range logs.lines(t, "INFO") {
+					if n, ok := l["window_late_records"].(float64); ok {
+						late += n
+					}
+				}
+				if late != 1 {
+					t.Fatalf("window_late_records logged %v in all, want 1", late)
+				}
+			})
+		})
+	}
+}
+
+// TestTumblingWindow_PlaceAndCut: where a record's window goes given the
+// shard's last window (a closed window is never reopened: its records go to
+// the next one), and how a batch is cut with that rule.
+func TestTumblingWindow_PlaceAndCut(t *testing.T) {
+	const w = 2 * time.Second
+	t0 := time.Unix(1800000000, 0).UTC() // aligned on 2 s
+	at := func(d time.Duration) unit {
+		return unit{kin: types.Record{ApproximateArrivalTimestamp: aws.Time(t0.Add(d))}}
+	}
+	open := winState{open: true, start: t0, end: t0.Add(w), state: emptyState}
+	closed := winState{open: true, start: t0, end: t0.Add(w), closed: true}
+	for _, c := range []struct {
+		name  string
+		win   winState
+		us    []unit
+		start time.Time // place of us[0]'s window
+		cut   int
+	}{
+		{"no window yet", winState{}, []unit{at(time.Second), at(3 * time.Second)}, t0, 1},
+		{"open: its own record", open, []unit{at(time.Second), at(1500 * time.Millisecond)}, t0, 2},
+		{"open: an earlier record keeps its own start (enterWindow puts it in the open window)", open, []unit{at(-time.Second)}, t0.Add(-w), 1},
+		{"closed: a late record goes to the next window, with the next window's records", closed, []unit{at(time.Second), at(3 * time.Second)}, t0.Add(w), 2},
+		{"closed: a record stamped before it too", closed, []unit{at(-3 * time.Second), at(2 * time.Second)}, t0.Add(w), 2},
+		{"closed: the window after the next is cut off", closed, []unit{at(time.Second), at(4 * time.Second)}, t0.Add(w), 1},
+		{"closed: a later record keeps its own window", closed, []unit{at(5 * time.Second)}, t0.Add(2 * w), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &run{o: Options{TumblingWindow: w, Clock: time.Now}, win: c.win}
+			if got := c.win.place(r.windowStart(c.us[0])); !got.Equal(c.start) {
+				t.Errorf("place = %s, want %s", got, c.start)
+			}
+			if got := r.windowCut(c.us); got != c.cut {
+				t.Errorf("windowCut = %d, want %d", got, c.cut)
+			}
+		})
+	}
 }
