@@ -74,11 +74,17 @@ func ownerOf(ctx context.Context) (owner, run string, ok bool) {
 // batchItemFailures answer), or fails, or times out, or settles all and
 // has its answer lost on the way back. Called in process, or through
 // reader.LambdaTarget (the Kinesis event as JSON) as a Lambda function.
-// A delivery whose caller gives up (its context ends) settles nothing.
+// The function runs each invocation to its own end (its run time or its
+// timeout) whatever the caller does: a caller that gives up only stops
+// waiting for the answer.
 type target struct {
 	w   *World
 	dep string
 	lam *reader.LambdaTarget
+	// runsOn: the function runs each invocation to its own end whatever
+	// the caller does (World.runsOn); otherwise it stops when the caller's
+	// context ends.
+	runsOn bool
 }
 
 var errFunction = errors.New("sim: the target function failed (injected)")
@@ -136,6 +142,39 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 	}
 	x := rs.float()
 	partial := rs.intN(len(seqs))
+	// The function runs to its own end (its run time, or its timeout)
+	// whatever its caller does: a caller that gives up (the reader's
+	// deadline, its invocation killed) stops waiting for the answer, not
+	// the function, which delivers on and settles what it settles.
+	start := time.Now()
+	if !t.runsOn {
+		return t.work(ctx, owner, run, shardID, seqs, lat, x, partial, noState)
+	}
+	done := make(chan result, 1)
+	w.bg.Go(func() {
+		n, o := t.work(context.Background(), owner, run, shardID, seqs, lat, x, partial, noState)
+		done <- result{n, o}
+	})
+	select {
+	case r := <-done:
+		return r.n, r.o
+	case <-ctx.Done():
+		w.tr.add(w.shardName(shardID), owner, "caller gave up on the delivery of %d records after %s (%s); the function runs on", len(seqs), time.Since(start), why(context.Cause(ctx)))
+		return 0, outCancelled
+	}
+}
+
+type result struct {
+	n int
+	o outcome
+}
+
+// work is the function's own run: it spans from its start to the end of
+// its run time or its timeout, and settles what it settles then.
+// An in-process function (ctx the caller's) stops when ctx ends.
+func (t *target) work(ctx context.Context, owner, run, shardID string, seqs []string, lat time.Duration, x float64, partial int, noState bool) (int, outcome) {
+	w := t.w
+	f := &w.cfg.Faults
 	start := time.Now()
 	timeout := w.cfg.Reader.FunctionTimeout
 	if err := sleep(ctx, min(lat, timeout)); err != nil {

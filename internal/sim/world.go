@@ -412,7 +412,7 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 		Kinesis: kin, Store: st, Target: tgt,
 		BatchSize: rc.BatchSize, PollInterval: rc.Poll, RunLength: rc.RunLength,
 		MaxIterations: rc.MaxIterations, RenewInterval: rc.Renew, LeaseDuration: rc.Lease,
-		TargetTimeout: rc.TargetTimeout, MaxRetryAttempts: reader.RetryAttempts(rc.MaxRetryAttempts),
+		TargetTimeout: w.targetTimeout(dep), MaxRetryAttempts: reader.RetryAttempts(rc.MaxRetryAttempts),
 		BisectOnError: rc.Bisect, MaxRecordAge: rc.MaxRecordAge,
 		ParallelizationFactor: rc.ParallelizationFactor, BatchingWindow: rc.BatchingWindow,
 		Filters: rc.Filters, TumblingWindow: rc.TumblingWindow,
@@ -432,9 +432,36 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 	return o
 }
 
+// runsOn reports whether a deployment's target runs each invocation to its
+// own end whatever the caller does: a Lambda function (the Lambda shape's
+// target, or one behind reader.LambdaTarget), or a target whose timeout
+// the reader was told. Otherwise it is an in-process function that stops
+// when its context ends, as reader.Options.TargetTimeout 0 promises.
+func (w *World) runsOn(dep string) bool {
+	if w.cfg.Reader.TargetTimeout > 0 || w.cfg.Reader.LambdaTarget {
+		return true
+	}
+	for _, d := range w.cfg.Deployments {
+		if d.Name == dep {
+			return d.Lambda
+		}
+	}
+	return false
+}
+
+// targetTimeout is the TargetTimeout a deployment's readers run with: the
+// function's own timeout for a target that runs on (as the shardreader
+// handler reads it from the function's configuration), else the world's.
+func (w *World) targetTimeout(dep string) time.Duration {
+	if w.cfg.Reader.TargetTimeout == 0 && w.runsOn(dep) {
+		return w.cfg.Reader.FunctionTimeout
+	}
+	return w.cfg.Reader.TargetTimeout
+}
+
 // newTarget is a deployment's target.
 func (w *World) newTarget(dep string) reader.Target {
-	t := &target{w: w, dep: dep}
+	t := &target{w: w, dep: dep, runsOn: w.runsOn(dep)}
 	if w.cfg.Reader.LambdaTarget {
 		lt, err := reader.NewLambdaTarget(function{t: t}, "target-"+dep, func(o *reader.LambdaOptions) { o.Region = "us-east-1" })
 		if err != nil {
