@@ -345,8 +345,8 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 	timeout := w.cfg.Reader.RunLength + time.Minute
 	ctx, cancel := context.WithTimeout(withHost(l.ctx, inst.clock.name), timeout)
 	defer cancel()
-	ctx = withInvocation(ctx, inv)
 	ks := &killSwitch{}
+	ctx = context.WithValue(withInvocation(ctx, inv), killSwitchKey{}, ks)
 	die := func() { ks.kill(); cancel() }
 	frozen := time.AfterFunc(timeout, ks.kill) // Lambda freezes the function at its timeout
 	defer frozen.Stop()
@@ -445,7 +445,19 @@ func (k *killSwitch) dead() bool {
 
 var errDead = errors.New("sim: the invocation is dead")
 
-// deadStore writes nothing once its invocation is dead.
+type killSwitchKey struct{}
+
+// killedOf is the kill switch of the invocation ctx's calls are made for,
+// nil for none. It survives context.WithoutCancel, so that a write a dead
+// invocation started (a release, a last renewal) is not made either.
+func killedOf(ctx context.Context) *killSwitch {
+	ks, _ := ctx.Value(killSwitchKey{}).(*killSwitch)
+	return ks
+}
+
+// deadStore writes nothing once its invocation is dead: no call starts,
+// and a call in flight (store.call checks killedOf under the table's
+// lock) does not land.
 type deadStore struct {
 	lease.Store
 	ks *killSwitch

@@ -93,6 +93,11 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		return errNotWritten
 	}
 	s.t.mu.Lock()
+	if ks := killedOf(ctx); write && ks != nil && ks.dead() {
+		s.t.mu.Unlock()
+		w.tr.add(w.shardName(shardID), "", "%s: %s by a dead invocation not made", s.dep, op)
+		return errDead
+	}
 	err := f()
 	s.t.mu.Unlock()
 	if err == nil && fault == faultAfter {
