@@ -98,6 +98,13 @@ func (t *target) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 	for i, r := range b.Records {
 		seqs[i] = aws.ToString(r.SequenceNumber)
 	}
+	if !t.w.chk.noContent {
+		seen := make([]seenRecord, len(b.Records))
+		for i, r := range b.Records {
+			seen[i] = seenRecord{seq: seqs[i], pk: aws.ToString(r.PartitionKey), data: r.Data, arrivalMs: aws.ToTime(r.ApproximateArrivalTimestamp).UnixMilli()}
+		}
+		t.w.chk.content(t.dep, b.ShardID, seen)
+	}
 	n, o := t.run(ctx, b.ShardID, seqs, false)
 	switch o {
 	case outTimeout:
@@ -178,17 +185,17 @@ func (t *target) work(ctx context.Context, owner, run, shardID string, seqs []st
 	start := time.Now()
 	timeout := w.cfg.Reader.FunctionTimeout
 	if err := sleep(ctx, min(lat, timeout)); err != nil {
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records cut after %s: %s", len(seqs), time.Since(start), why(context.Cause(ctx)))
 		return 0, outCancelled
 	}
 	switch {
 	case lat > timeout:
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records timed out", len(seqs))
 		return 0, outTimeout
 	case x < f.TargetFail:
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records failed (injected)", len(seqs))
 		return 0, outFailed
 	case noState:
@@ -196,15 +203,15 @@ func (t *target) work(ctx context.Context, owner, run, shardID string, seqs []st
 		if x < f.TargetFail+f.TargetPartial && n > 1 {
 			n = partial
 		}
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "settled %d of %d records %s…%s, answered without a state (injected)", n, len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
 		return n, outNoState
 	case x < f.TargetFail+f.TargetPartial && len(seqs) > 1:
-		w.chk.delivery(owner, run, shardID, seqs, start, partial)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, partial)
 		w.tr.add(w.shardName(shardID), owner, "settled %d of %d records %s…%s (partial, injected)", partial, len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
 		return partial, outOK
 	}
-	w.chk.delivery(owner, run, shardID, seqs, start, len(seqs))
+	w.chk.delivery(t.dep, owner, run, shardID, seqs, start, len(seqs))
 	if x < f.TargetFail+f.TargetPartial+f.TargetLost {
 		w.tr.add(w.shardName(shardID), owner, "settled %d records %s…%s, answer lost (injected)", len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
 		return len(seqs), outLost
@@ -240,6 +247,15 @@ func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func
 		return nil, fmt.Errorf("sim: the function got an event it cannot read: %.200s", in.Payload)
 	}
 	shardID, _, _ := strings.Cut(ids[0], ":")
+	if c := fn.t.w.chk; !c.noContent {
+		seen, bad := eventRecords(in.Payload, shardID, streamName)
+		if bad != "" {
+			c.mu.Lock()
+			c.fail(shardKey{c.cur, shardID}, "%s: the function got an event with %s", fn.t.dep, bad)
+			c.mu.Unlock()
+		}
+		c.content(fn.t.dep, shardID, seen)
+	}
 	n, o := fn.t.run(ctx, shardID, seqs, false)
 	switch o {
 	case outCancelled:

@@ -108,6 +108,7 @@ func Run(cfg Config) *Result {
 	w.tr = newTracer(began)
 	w.chk = newChecker(w.tr)
 	w.chk.window = cfg.Reader.TumblingWindow
+	w.chk.pad, w.chk.noContent = strings.Repeat("x", cfg.DataSize), cfg.ReaderHook != nil
 	if len(cfg.Reader.Filters) > 0 {
 		set, err := filter.Compile(cfg.Reader.Filters)
 		if err != nil {
@@ -602,7 +603,9 @@ func recordData(k, n int, pad string) []byte {
 // violations are all known bugs' does not fail TestSim (it is reported);
 // with -sim.strict it does. Remove a bug here when its fix lands: its
 // worlds are then ordinary failures again.
-var KnownBugs = map[string]string{}
+var KnownBugs = map[string]string{
+	staleGeneration: "a new generation's loop replays keys that a loop of the superseded generation still delivers on another shard of the key (pkg/coordinator re-opens a parent without waiting out the child's old holder and its fence)",
+}
 
 // Unknown returns the violations that are no known bug's.
 func (r *Result) Unknown() []Violation {
