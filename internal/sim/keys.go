@@ -121,7 +121,7 @@ func (c *checker) keyOverlap(dk depKey, ds []keyDeliv) {
 // then going on in order.
 func (c *checker) keyOrder(dk depKey, ds []keyDeliv) {
 	xs := c.keys[dk.keyKey]
-	hi, next := -1, 0 // the highest record seen; the one expected next
+	hi, next := -1, 0    // the highest record seen; the one expected next
 	var newest *keyDeliv // of the latest generation seen
 	for i := range ds {
 		d := &ds[i]
