@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
 )
 
 // keyWorld is a checker that knows key 0's records #0 to #9 of one shard.
@@ -131,6 +133,24 @@ func TestContentCheck(t *testing.T) {
 	} {
 		if _, bad := eventRecords([]byte(strings.Replace(ev, c.from, c.to, 1)), "s", "orders"); bad == "" {
 			t.Errorf("an event with %s passes", c.to)
+		}
+	}
+}
+
+// The world's store wrappers show lease.LagCheckpointer, as the stores
+// production runs with do: lease.WithLag (which the shardreader handler
+// and `shardloop run` wrap their store in) then writes each checkpoint
+// with the lag. A wrapper that hid it would run the simulated deployments
+// on another checkpoint path than the deployed one.
+func TestStoreWrappersShowLagCheckpointer(t *testing.T) {
+	lag := func(string, string) (int64, bool) { return 7, true }
+	inner := &store{}
+	for name, s := range map[string]lease.Store{
+		"store":     inner,
+		"deadStore": deadStore{Store: inner, ks: &killSwitch{}},
+	} {
+		if lease.WithLag(s, lag) == s {
+			t.Errorf("%s hides lease.LagCheckpointer: lease.WithLag leaves it as it is", name)
 		}
 	}
 }

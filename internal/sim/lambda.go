@@ -367,8 +367,10 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 		l.mu.Unlock()
 	}()
 
-	o := w.readerOptions(l.d.Name, inst.clock, deadKinesis{api: w.net, ks: ks},
-		deadStore{Store: &store{t: w.table, dep: l.d.Name}, ks: ks}, deadTarget{t: l.tgt, ks: ks})
+	// The store as the shardreader handler builds it: lease.WithLag over
+	// the table (internal/handlers).
+	ls := lease.WithLag(deadStore{Store: &store{t: w.table, dep: l.d.Name}, ks: ks}, w.lag)
+	o := w.readerOptions(l.d.Name, inst.clock, deadKinesis{api: w.net, ks: ks}, ls, deadTarget{t: l.tgt, ks: ks})
 	o.Nudge = func(context.Context) { l.nudge() }
 	out, err := reader.Run(ctx, o, st)
 	if ks.dead() {
@@ -490,6 +492,21 @@ func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq s
 	}
 	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
+
+// CheckpointWithLag implements lease.LagCheckpointer when the store it
+// wraps does (as every store of the world does), so that lease.WithLag
+// sees through the wrapper as it sees through none in production.
+func (d deadStore) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (lease.Lease, error) {
+	if d.ks.dead() {
+		return lease.Lease{}, errDead
+	}
+	if lc, ok := d.Store.(lease.LagCheckpointer); ok {
+		return lc.CheckpointWithLag(ctx, stream, shardID, owner, seq, millisBehind)
+	}
+	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
+var _ lease.LagCheckpointer = deadStore{}
 
 func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
 	if d.ks.dead() {

@@ -37,7 +37,10 @@ type store struct {
 	dep string
 }
 
-var _ lease.Store = (*store)(nil)
+var (
+	_ lease.Store           = (*store)(nil)
+	_ lease.LagCheckpointer = (*store)(nil)
+)
 
 // errStore and errNotWritten are the causes of injected store failures
 // (the answer lost; the write not made): neither ErrHeld nor ErrNotOwner,
@@ -134,10 +137,26 @@ func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 
 // Checkpoint implements lease.Store.
 func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	return s.checkpoint(ctx, stream, shardID, owner, seq, func(seq string) (lease.Lease, error) {
+		return s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
+	})
+}
+
+// CheckpointWithLag implements lease.LagCheckpointer, as the stores
+// production runs with do (lease.WithLag then writes each checkpoint
+// with the reader's lag, as the deployed shardreader and runner do).
+func (s *store) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (lease.Lease, error) {
+	return s.checkpoint(ctx, stream, shardID, owner, seq, func(seq string) (lease.Lease, error) {
+		return s.t.inner.CheckpointWithLag(ctx, stream, shardID, owner, seq, millisBehind)
+	})
+}
+
+// checkpoint is one checkpoint write, by write, watched by the checker.
+func (s *store) checkpoint(ctx context.Context, stream, shardID, owner, seq string, write func(seq string) (lease.Lease, error)) (lease.Lease, error) {
 	var out lease.Lease
 	err := s.call(ctx, "checkpoint", stream, shardID, true, func() error {
 		seq := s.sabotageCheckpoint(shardID, owner, seq)
-		l, err := s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
+		l, err := write(seq)
 		if err == nil {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), owner, "checkpoint %s", short(seq))

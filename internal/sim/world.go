@@ -44,6 +44,10 @@ type World struct {
 	// noted under the incarnation it was listed from.
 	shape sync.Mutex
 
+	// lags is each shard's last MillisBehindLatest (hooks), for
+	// lease.WithLag.
+	lags sync.Map
+
 	mu      sync.Mutex
 	inc     int   // the stream's current incarnation
 	created int64 // its creation time, Unix ms
@@ -617,6 +621,17 @@ func (r *Result) Unknown() []Violation {
 	}
 	return out
 }
+
+// lag is the reader's last lag on a shard, as metrics.Recorder.Lag is.
+func (w *World) lag(_, shardID string) (int64, bool) {
+	v, ok := w.lags.Load(shardID)
+	if !ok {
+		return 0, false
+	}
+	return v.(int64), true
+}
+
+func (h hooks) MillisBehindLatest(_, shardID string, ms int64) { h.w.lags.Store(shardID, ms) }
 
 // hooks put what a reader reports of its reads in the trace.
 type hooks struct {
