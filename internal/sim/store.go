@@ -88,8 +88,14 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 			after += slow
 		}
 	}
+	w.wake(ctx)
 	if err := sleep(ctx, before); err != nil {
 		return err
+	}
+	w.wake(ctx) // frozen on the way: the write lands when the host wakes
+	if w.cutOff(ctx, "store") {
+		w.tr.add(w.shardName(shardID), "", "%s: %s from a host cut off from the table (partition)", s.dep, op)
+		return errNotWritten
 	}
 	if fault == faultBefore {
 		w.tr.add(w.shardName(shardID), "", "%s: %s failed before the write (injected)", s.dep, op)

@@ -153,6 +153,18 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 	// whatever its caller does: a caller that gives up (the reader's
 	// deadline, its invocation killed) stops waiting for the answer, not
 	// the function, which delivers on and settles what it settles.
+	w.wake(ctx)
+	if ctx.Err() != nil {
+		// The call never goes out: a caller's context that ended (while
+		// its host was frozen, say) stops an SDK call before it is sent,
+		// and an in-process function that honours it before it starts.
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records not sent: %s", len(seqs), why(context.Cause(ctx)))
+		return 0, outCancelled
+	}
+	if w.cutOff(ctx, "target") {
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records refused: the host is cut off from the target (partition)", len(seqs))
+		return 0, outFailed
+	}
 	start := time.Now()
 	if !t.runsOn {
 		return t.work(ctx, owner, run, shardID, seqs, lat, x, partial, noState)

@@ -44,6 +44,8 @@ type World struct {
 	// noted under the incarnation it was listed from.
 	shape sync.Mutex
 
+	hf hostFaults
+
 	// lags is each shard's last MillisBehindLatest (hooks), for
 	// lease.WithLag.
 	lags sync.Map
@@ -273,6 +275,19 @@ func (w *World) apply(e Event) {
 		w.deps[e.Deployment].crash(e.Pick, e.Pause)
 	case Recreate:
 		w.recreate(e)
+	case Partition, Pause:
+		dep := w.cfg.Deployments[e.Deployment].Name
+		host := w.hf.pickHost(dep, e.Pick)
+		if host == "" {
+			return
+		}
+		if e.Kind == Pause {
+			w.freeze(host, e.Pause)
+			w.tr.add("", "", "host %s frozen for %s", host, e.Pause)
+			return
+		}
+		w.partition(host, e.Start, e.Pause)
+		w.tr.add("", "", "host %s cut off from the %s for %s", host, e.Start, e.Pause)
 	}
 }
 
@@ -483,6 +498,7 @@ func (w *World) newHost(dep string) hostClock {
 	w.hosts++
 	name := dep + "#" + strconv.Itoa(w.hosts)
 	w.mu.Unlock()
+	w.hf.noteHost(name)
 	rs := w.rnd.get("host:" + name)
 	c := hostClock{name: name, base: w.began}
 	if s := w.cfg.Clocks.Skew; s > 0 {
