@@ -25,11 +25,12 @@ import (
 //   - each record's content (data, partition key, sequence number, arrival
 //     time, and the event's fields) is what was written.
 //
-// Deployments are separate subscriptions: each sees every key on its own.
+// The deployments of a world share the lease table's rows (two
+// configurations of one consumer, an old deploy and a new one): a key's
+// invocations are judged across them.
 
-// depKey is one key as one deployment's function sees it.
+// depKey is one key as the function sees it.
 type depKey struct {
-	dep string
 	keyKey
 }
 
@@ -57,7 +58,7 @@ func (c *checker) keyDelivery(dep, owner string, seqs []string, start, end time.
 		if x == nil {
 			continue
 		}
-		dk := depKey{dep, keyKey{x.inc, x.key}}
+		dk := depKey{keyKey{x.inc, x.key}}
 		i, ok := idx[dk.keyKey]
 		if !ok {
 			i = len(c.byKey[dk])
@@ -79,9 +80,6 @@ func (c *checker) keyChecks() {
 			}
 		}
 	}, func(a, b depKey) int {
-		if a.dep != b.dep {
-			return strings.Compare(a.dep, b.dep)
-		}
 		if a.inc != b.inc {
 			return a.inc - b.inc
 		}
@@ -106,8 +104,8 @@ func (c *checker) keyOverlap(dk depKey, ds []keyDeliv) {
 	for i := range ds {
 		d := &ds[i]
 		if last != nil && d.start.Before(last.end) {
-			c.failBug(d.shard.key, either(genBug(d, last), either(d.shard.bug, last.shard.bug)), "%s: key %d: %s's invocation from %s overlaps %s's, which ran from %s until %s",
-				dk.dep, dk.key, c.tr.nameLocked(d.owner), fmtTime(d.start), c.tr.nameLocked(last.owner), fmtTime(last.start), fmtTime(last.end))
+			c.failBug(d.shard.key, either(genBug(d, last), either(d.shard.bug, last.shard.bug)), "key %d: %s's invocation from %s overlaps %s's, which ran from %s until %s",
+				dk.key, c.tr.nameLocked(d.owner), fmtTime(d.start), c.tr.nameLocked(last.owner), fmtTime(last.start), fmtTime(last.end))
 			return
 		}
 		if last == nil || d.end.After(last.end) {
@@ -126,8 +124,8 @@ func (c *checker) keyOrder(dk depKey, ds []keyDeliv) {
 	for i := range ds {
 		d := &ds[i]
 		if newest != nil && d.order < newest.order {
-			c.failBug(d.shard.key, staleGeneration, "%s: key %d: %s delivered records #%d… under generation %d from %s, after %s had begun delivering them under generation %d",
-				dk.dep, dk.key, c.tr.nameLocked(d.owner), d.ns[0], d.order, fmtTime(d.start), c.tr.nameLocked(newest.owner), newest.order)
+			c.failBug(d.shard.key, staleGeneration, "key %d: %s delivered records #%d… under generation %d from %s, after %s had begun delivering them under generation %d",
+				dk.key, c.tr.nameLocked(d.owner), d.ns[0], d.order, fmtTime(d.start), c.tr.nameLocked(newest.owner), newest.order)
 			return
 		}
 		if newest == nil || d.order > newest.order {
@@ -136,15 +134,15 @@ func (c *checker) keyOrder(dk depKey, ds []keyDeliv) {
 		for j, m := range d.ns {
 			switch {
 			case m < next && j > 0:
-				c.failBug(d.shard.key, d.shard.bug, "%s: key %d: %s delivered record #%d after #%d in one invocation", dk.dep, dk.key, c.tr.nameLocked(d.owner), m, next-1)
+				c.failBug(d.shard.key, d.shard.bug, "key %d: %s delivered record #%d after #%d in one invocation", dk.key, c.tr.nameLocked(d.owner), m, next-1)
 				return
 			case m > next:
 				// Records skipped that the function had seen (a replay
 				// in progress) must be ones it is not owed again.
 				for y := next; y < min(m, hi+1); y++ {
 					if y < len(xs) && !exempt(xs[y]) {
-						c.failBug(d.shard.key, either(d.shard.bug, xs[y].shard.bug), "%s: key %d: %s's replay went from record #%d to #%d, skipping #%d (%s), which it had delivered before",
-							dk.dep, dk.key, c.tr.nameLocked(d.owner), next-1, m, y, short(xs[y].seq))
+						c.failBug(d.shard.key, either(d.shard.bug, xs[y].shard.bug), "key %d: %s's replay went from record #%d to #%d, skipping #%d (%s), which it had delivered before",
+							dk.key, c.tr.nameLocked(d.owner), next-1, m, y, short(xs[y].seq))
 						return
 					}
 				}
