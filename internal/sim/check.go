@@ -93,6 +93,14 @@ type checker struct {
 	finals []windowFinal
 	curRun map[string]string
 
+	// byKey is, per deployment and key, every invocation that carried the
+	// key (keys.go); pad the padding of every record's data; noContent
+	// turns the content check off (records the world's hook may change,
+	// as KPL aggregation does).
+	byKey     map[depKey][]keyDeliv
+	pad       string
+	noContent bool
+
 	violations []Violation
 	stats      Stats
 }
@@ -670,7 +678,7 @@ func (r *rule) describe() string {
 // delivery notes a call to the target for the records seqs of a shard, by
 // owner (the loop) in run, from start to now; settled are the first n
 // records the target settled.
-func (c *checker) delivery(owner, run, shardID string, seqs []string, start time.Time, n int) {
+func (c *checker) delivery(dep, owner, run, shardID string, seqs []string, start time.Time, n int) {
 	if len(seqs) == 0 {
 		return
 	}
@@ -686,6 +694,7 @@ func (c *checker) delivery(owner, run, shardID string, seqs []string, start time
 	c.stats.Deliveries++
 	s.delivs = append(s.delivs, interval{owner: owner, start: start, end: now})
 	take, known := c.runs[run+"|"+s.key.String()]
+	c.keyDelivery(dep, owner, seqs, start, now, take.order)
 	epoch := take.epoch
 	if !known {
 		if _, old := c.runs[run+"|"+shardKey{s.key.inc - 1, s.key.id}.String()]; old && s.bug == "" {
@@ -918,6 +927,7 @@ func (c *checker) finish() {
 	}
 
 	c.checkFinals()
+	c.keyChecks()
 
 	// No two loop owners deliver a shard at overlapping times.
 	for k, s := range c.sh {

@@ -169,6 +169,12 @@ const (
 	// deployments with a sequence start to a timestamp start of that
 	// moment, deletes the stream and creates it again with Shards shards.
 	Recreate EventKind = "recreate"
+	// Partition cuts a host of deployment Deployment (Pick chooses which,
+	// among those made so far) off from the lease table (Start "store") or
+	// the target (Start "target") for Pause; Pause freezes one for Pause
+	// (its calls wait, whatever their context, and go on when it wakes).
+	Partition EventKind = "partition"
+	Pause     EventKind = "pause"
 )
 
 // Event is one moment of the timeline.
@@ -354,6 +360,18 @@ func Draw(seed uint64) Config {
 			c.Reader.Filters = append(c.Reader.Filters, FilterPool[i])
 		}
 	}
+	// Whole hosts: partitions longer than a lease, and pauses; drawn last.
+	if f() < 0.3 {
+		for range 1 + r.IntN(2) {
+			c.Events = append(c.Events, Event{At: during(), Kind: Partition, Deployment: r.IntN(n), Pick: f(),
+				Start: []string{"store", "target"}[r.IntN(2)], Pause: between(c.Reader.Lease+time.Second, 3*c.Reader.Lease)})
+		}
+	}
+	if f() < 0.3 {
+		for range 1 + r.IntN(2) {
+			c.Events = append(c.Events, Event{At: during(), Kind: Pause, Deployment: r.IntN(n), Pick: f(), Pause: between(time.Second, 2*c.Reader.Lease)})
+		}
+	}
 	_ = pick
 	sortEvents(c.Events)
 	return c
@@ -431,6 +449,7 @@ var Reductions = []struct {
 	{"no batching window", func(c *Config) { c.Reader.BatchingWindow = 0 }},
 	{"no filters", func(c *Config) { c.Reader.Filters = nil }},
 	{"no tumbling window", func(c *Config) { c.Reader.TumblingWindow = 0 }},
+	{"no partitions or pauses", func(c *Config) { c.Events = dropEvents(c.Events, Partition, Pause) }},
 }
 
 func dropEvents(es []Event, kinds ...EventKind) []Event {
@@ -478,8 +497,8 @@ func (c Config) Summary() string {
 		counts[e.Kind]++
 	}
 	rc := c.Reader
-	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d",
+	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d partitions %d pauses %d",
 		c.Shards, c.Keys, c.Rate, c.Produce, strings.Join(ds, " "), rc.BatchSize, rc.Poll, rc.RunLength, rc.Lease, rc.Renew,
 		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.LambdaTarget, max(1, rc.ParallelizationFactor), rc.BatchingWindow, len(rc.Filters), rc.TumblingWindow,
-		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate])
+		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate], counts[Partition], counts[Pause])
 }

@@ -345,8 +345,8 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 	timeout := w.cfg.Reader.RunLength + time.Minute
 	ctx, cancel := context.WithTimeout(withHost(l.ctx, inst.clock.name), timeout)
 	defer cancel()
-	ctx = withInvocation(ctx, inv)
 	ks := &killSwitch{}
+	ctx = context.WithValue(withInvocation(ctx, inv), killSwitchKey{}, ks)
 	die := func() { ks.kill(); cancel() }
 	frozen := time.AfterFunc(timeout, ks.kill) // Lambda freezes the function at its timeout
 	defer frozen.Stop()
@@ -367,8 +367,10 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 		l.mu.Unlock()
 	}()
 
-	o := w.readerOptions(l.d.Name, inst.clock, deadKinesis{api: w.net, ks: ks},
-		deadStore{Store: &store{t: w.table, dep: l.d.Name}, ks: ks}, deadTarget{t: l.tgt, ks: ks})
+	// The store as the shardreader handler builds it: lease.WithLag over
+	// the table (internal/handlers).
+	ls := lease.WithLag(deadStore{Store: &store{t: w.table, dep: l.d.Name}, ks: ks}, w.lag)
+	o := w.readerOptions(l.d.Name, inst.clock, deadKinesis{api: w.net, ks: ks}, ls, deadTarget{t: l.tgt, ks: ks})
 	o.Nudge = func(context.Context) { l.nudge() }
 	out, err := reader.Run(ctx, o, st)
 	if ks.dead() {
@@ -445,7 +447,19 @@ func (k *killSwitch) dead() bool {
 
 var errDead = errors.New("sim: the invocation is dead")
 
-// deadStore writes nothing once its invocation is dead.
+type killSwitchKey struct{}
+
+// killedOf is the kill switch of the invocation ctx's calls are made for,
+// nil for none. It survives context.WithoutCancel, so that a write a dead
+// invocation started (a release, a last renewal) is not made either.
+func killedOf(ctx context.Context) *killSwitch {
+	ks, _ := ctx.Value(killSwitchKey{}).(*killSwitch)
+	return ks
+}
+
+// deadStore writes nothing once its invocation is dead: no call starts,
+// and a call in flight (store.call checks killedOf under the table's
+// lock) does not land.
 type deadStore struct {
 	lease.Store
 	ks *killSwitch
@@ -478,6 +492,21 @@ func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq s
 	}
 	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
 }
+
+// CheckpointWithLag implements lease.LagCheckpointer when the store it
+// wraps does (as every store of the world does), so that lease.WithLag
+// sees through the wrapper as it sees through none in production.
+func (d deadStore) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (lease.Lease, error) {
+	if d.ks.dead() {
+		return lease.Lease{}, errDead
+	}
+	if lc, ok := d.Store.(lease.LagCheckpointer); ok {
+		return lc.CheckpointWithLag(ctx, stream, shardID, owner, seq, millisBehind)
+	}
+	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+}
+
+var _ lease.LagCheckpointer = deadStore{}
 
 func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
 	if d.ks.dead() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardloop/shardloop/pkg/coordinator"
+	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/runner"
 )
 
@@ -74,7 +75,7 @@ func (l *local) startProc(i int) {
 	clock := l.clocks[i]
 	r, err := runner.New(runner.Options{
 		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: l.start}},
-		Store:          &store{t: w.table, dep: l.d.Name},
+		Store:          lease.WithLag(&store{t: w.table, dep: l.d.Name}, w.lag), // as cmd/shardloop run does
 		Kinesis:        w.net,
 		Reader:         w.readerOptions(l.d.Name, clock, nil, nil, w.newTarget(l.d.Name)),
 		RelistInterval: w.cfg.Reader.Relist,

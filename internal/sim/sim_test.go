@@ -6,6 +6,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,7 @@ import (
 
 var (
 	flagSeed   = flag.Uint64("sim.seed", 0, "run only the world of this seed (with -sim.shrink, a shrunk one)")
-	flagSeeds  = flag.Int("sim.seeds", 0, "how many worlds TestSim runs (default 300; 40 under -race, where make test runs 300 more without it; 30 with -short)")
+	flagSeeds  = flag.Int("sim.seeds", 0, "how many worlds TestSim runs (default 300; 40 under -race, where make test runs 120 more without it, from a fresh seed; 30 with -short)")
 	flagFirst  = flag.Uint64("sim.first", 1, "the first seed TestSim runs")
 	flagShrink = flag.Uint64("sim.shrink", 0, "apply these reductions (a bit mask, see Reductions) to the world")
 	flagTrace  = flag.Int("sim.trace", 150, "trace lines printed for a failing world")
@@ -24,6 +25,9 @@ var (
 	flagQuiet  = flag.Bool("sim.quiet", false, "print only the summary line (for the benchmark)")
 	flagStrict = flag.Bool("sim.strict", false, "fail worlds that break the promise by a known bug too")
 	flagTwice  = flag.Bool("sim.twice", false, "run every world twice and count those whose two traces differ (how close replay gets)")
+	flagChild  = flag.Bool("sim.child", false, "run TestSim's worlds in this process (otherwise they run in a child process of the test binary, so that a world whose code panics fails alone)")
+	flagSkip   = flag.String("sim.skip", "", "seeds TestSim skips, comma-separated")
+	flagPanic  = flag.Uint64("sim.panicseed", 0, "make the world of this seed panic in a reader's goroutine (to test that it fails alone)")
 )
 
 // runWorld runs one world in a synctest bubble of its own.
@@ -61,6 +65,16 @@ func TestSim(t *testing.T) {
 			n = 300
 		}
 	}
+	if !*flagChild && *flagSeed == 0 {
+		isolate(t, first, n)
+		return
+	}
+	skip := map[uint64]bool{}
+	for _, f := range strings.Split(*flagSkip, ",") {
+		if v, err := strconv.ParseUint(f, 10, 64); err == nil {
+			skip[v] = true
+		}
+	}
 	// A world allocates some 30 MB and keeps little: collect less often.
 	defer debug.SetGCPercent(debug.SetGCPercent(800))
 	var worlds, failed, known, simulated, differ atomic.Int64
@@ -68,10 +82,22 @@ func TestSim(t *testing.T) {
 	began := time.Now()
 	t.Run("worlds", func(t *testing.T) {
 		for seed := first; seed < first+uint64(n); seed++ {
+			if skip[seed] {
+				continue
+			}
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				t.Parallel()
 				cfg := Shrunk(seed, *flagShrink)
-				res := runWorld(t, cfg)
+				if seed == *flagPanic {
+					cfg.ReaderHook = plantPanic
+				}
+				status := "ok"
+				var res *Result
+				if *flagChild {
+					fmt.Printf("%s %d start\n", worldMark, seed)
+					defer func() { fmt.Printf("%s %d end %s %d\n", worldMark, seed, status, res.Simulated) }()
+				}
+				res = runWorld(t, cfg)
 				if *flagTwice {
 					again := runWorld(t, cfg)
 					if a, b := canonical(res.trace.lines(nil, 1<<62, 0)), canonical(again.trace.lines(nil, 1<<62, 0)); a != b {
@@ -84,9 +110,11 @@ func TestSim(t *testing.T) {
 				switch {
 				case len(res.Unknown()) > 0 || (*flagStrict && res.Failed()):
 					failed.Add(1)
+					status = "failed"
 					report(t, seed, *flagShrink, res)
 				case res.Failed():
 					known.Add(1)
+					status = "known:" + res.Violations[0].Bug
 					byBug.add(res.Violations[0].Bug)
 					if !*flagQuiet {
 						t.Logf("world %d: known bug %s (%d violations; -sim.strict fails it): %s", seed, res.Violations[0].Bug, len(res.Violations), res.Violations[0])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +38,10 @@ type store struct {
 	dep string
 }
 
-var _ lease.Store = (*store)(nil)
+var (
+	_ lease.Store           = (*store)(nil)
+	_ lease.LagCheckpointer = (*store)(nil)
+)
 
 // errStore and errNotWritten are the causes of injected store failures
 // (the answer lost; the write not made): neither ErrHeld nor ErrNotOwner,
@@ -55,6 +59,9 @@ const (
 	faultAfter
 )
 
+// rareWrite are the store calls a world makes few of, by op.
+var rareWrite = map[string]bool{"pin": true, "release": true, "SHARD_END checkpoint": true, "renew with SHARD_END": true, "window checkpoint": true}
+
 // call runs one store call: latency, the fault drawn, f under the table's
 // lock, latency back.
 func (s *store) call(ctx context.Context, op, stream, shardID string, write bool, f func() error) error {
@@ -70,14 +77,21 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 	}
 	fault := faultNone
 	if write {
+		// The rare writes (pins, releases, SHARD_END, window checkpoints)
+		// fail four times as often: a world makes few of them, and the
+		// code that handles their failure is the least exercised.
+		weight := 1.0
+		if rareWrite[op] {
+			weight = 4
+		}
 		switch x := rs.float(); {
-		case x < fs.StoreBefore:
+		case x < weight*fs.StoreBefore:
 			fault = faultBefore
-		case x < fs.StoreBefore+fs.StoreAfter:
+		case x < weight*(fs.StoreBefore+fs.StoreAfter):
 			fault = faultAfter
 		}
 	}
-	if op == "renew" && rs.hit(fs.SlowRenew) {
+	if strings.HasPrefix(op, "renew") && rs.hit(fs.SlowRenew) {
 		slow := rs.dur(time.Second, max(time.Second, fs.SlowRenewMax))
 		if rs.intN(2) == 0 {
 			before += slow
@@ -85,14 +99,25 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 			after += slow
 		}
 	}
+	w.wake(ctx)
 	if err := sleep(ctx, before); err != nil {
 		return err
+	}
+	w.wake(ctx) // frozen on the way: the write lands when the host wakes
+	if w.cutOff(ctx, "store") {
+		w.tr.add(w.shardName(shardID), "", "%s: %s from a host cut off from the table (partition)", s.dep, op)
+		return errNotWritten
 	}
 	if fault == faultBefore {
 		w.tr.add(w.shardName(shardID), "", "%s: %s failed before the write (injected)", s.dep, op)
 		return errNotWritten
 	}
 	s.t.mu.Lock()
+	if ks := killedOf(ctx); write && ks != nil && ks.dead() {
+		s.t.mu.Unlock()
+		w.tr.add(w.shardName(shardID), "", "%s: %s by a dead invocation not made", s.dep, op)
+		return errDead
+	}
 	err := f()
 	s.t.mu.Unlock()
 	if err == nil && fault == faultAfter {
@@ -129,10 +154,30 @@ func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 
 // Checkpoint implements lease.Store.
 func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+	return s.checkpoint(ctx, stream, shardID, owner, seq, func(seq string) (lease.Lease, error) {
+		return s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
+	})
+}
+
+// CheckpointWithLag implements lease.LagCheckpointer, as the stores
+// production runs with do (lease.WithLag then writes each checkpoint
+// with the reader's lag, as the deployed shardreader and runner do).
+func (s *store) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (lease.Lease, error) {
+	return s.checkpoint(ctx, stream, shardID, owner, seq, func(seq string) (lease.Lease, error) {
+		return s.t.inner.CheckpointWithLag(ctx, stream, shardID, owner, seq, millisBehind)
+	})
+}
+
+// checkpoint is one checkpoint write, by write, watched by the checker.
+func (s *store) checkpoint(ctx context.Context, stream, shardID, owner, seq string, write func(seq string) (lease.Lease, error)) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.call(ctx, "checkpoint", stream, shardID, true, func() error {
+	op := "checkpoint"
+	if seq == lease.ShardEnd {
+		op = "SHARD_END checkpoint"
+	}
+	err := s.call(ctx, op, stream, shardID, true, func() error {
 		seq := s.sabotageCheckpoint(shardID, owner, seq)
-		l, err := s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
+		l, err := write(seq)
 		if err == nil {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), owner, "checkpoint %s", short(seq))
@@ -332,7 +377,11 @@ func (s *store) sabotageCheckpoint(shardID, owner, seq string) string {
 func (s *store) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	var out lease.Lease
 	seq := rn.Checkpoint
-	err := s.call(ctx, "renew", stream, shardID, true, func() error {
+	op := "renew"
+	if seq == lease.ShardEnd {
+		op = "renew with SHARD_END"
+	}
+	err := s.call(ctx, op, stream, shardID, true, func() error {
 		if rn.Checkpoint != "" {
 			rn.Checkpoint = s.sabotageCheckpoint(shardID, owner, seq)
 		}
@@ -384,7 +433,7 @@ func (s *store) Leave(ctx context.Context, stream, runner string, counter int64)
 // CheckpointWindow implements lease.Store: a checkpoint, for the checker,
 // that carries a tumbling window.
 func (s *store) CheckpointWindow(ctx context.Context, stream, shardID, owner string, win lease.Window) error {
-	err := s.call(ctx, "checkpoint", stream, shardID, true, func() error {
+	err := s.call(ctx, "window checkpoint", stream, shardID, true, func() error {
 		win.Seq = s.sabotageCheckpoint(shardID, owner, win.Seq)
 		if err := s.t.inner.CheckpointWindow(ctx, stream, shardID, owner, win); err != nil {
 			return err

@@ -74,11 +74,17 @@ func ownerOf(ctx context.Context) (owner, run string, ok bool) {
 // batchItemFailures answer), or fails, or times out, or settles all and
 // has its answer lost on the way back. Called in process, or through
 // reader.LambdaTarget (the Kinesis event as JSON) as a Lambda function.
-// A delivery whose caller gives up (its context ends) settles nothing.
+// The function runs each invocation to its own end (its run time or its
+// timeout) whatever the caller does: a caller that gives up only stops
+// waiting for the answer.
 type target struct {
 	w   *World
 	dep string
 	lam *reader.LambdaTarget
+	// runsOn: the function runs each invocation to its own end whatever
+	// the caller does (World.runsOn); otherwise it stops when the caller's
+	// context ends.
+	runsOn bool
 }
 
 var errFunction = errors.New("sim: the target function failed (injected)")
@@ -91,6 +97,13 @@ func (t *target) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 	seqs := make([]string, len(b.Records))
 	for i, r := range b.Records {
 		seqs[i] = aws.ToString(r.SequenceNumber)
+	}
+	if !t.w.chk.noContent {
+		seen := make([]seenRecord, len(b.Records))
+		for i, r := range b.Records {
+			seen[i] = seenRecord{seq: seqs[i], pk: aws.ToString(r.PartitionKey), data: r.Data, arrivalMs: aws.ToTime(r.ApproximateArrivalTimestamp).UnixMilli()}
+		}
+		t.w.chk.content(t.dep, b.ShardID, seen)
 	}
 	n, o := t.run(ctx, b.ShardID, seqs, false)
 	switch o {
@@ -136,20 +149,65 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 	}
 	x := rs.float()
 	partial := rs.intN(len(seqs))
+	// The function runs to its own end (its run time, or its timeout)
+	// whatever its caller does: a caller that gives up (the reader's
+	// deadline, its invocation killed) stops waiting for the answer, not
+	// the function, which delivers on and settles what it settles.
+	w.wake(ctx)
+	if ctx.Err() != nil {
+		// The call never goes out: a caller's context that ended (while
+		// its host was frozen, say) stops an SDK call before it is sent,
+		// and an in-process function that honours it before it starts.
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records not sent: %s", len(seqs), why(context.Cause(ctx)))
+		return 0, outCancelled
+	}
+	if w.cutOff(ctx, "target") {
+		w.tr.add(w.shardName(shardID), owner, "delivery of %d records refused: the host is cut off from the target (partition)", len(seqs))
+		return 0, outFailed
+	}
+	start := time.Now()
+	if !t.runsOn {
+		return t.work(ctx, owner, run, shardID, seqs, lat, x, partial, noState)
+	}
+	done := make(chan result, 1)
+	w.bg.Go(func() {
+		n, o := t.work(context.Background(), owner, run, shardID, seqs, lat, x, partial, noState)
+		done <- result{n, o}
+	})
+	select {
+	case r := <-done:
+		return r.n, r.o
+	case <-ctx.Done():
+		w.tr.add(w.shardName(shardID), owner, "caller gave up on the delivery of %d records after %s (%s); the function runs on", len(seqs), time.Since(start), why(context.Cause(ctx)))
+		return 0, outCancelled
+	}
+}
+
+type result struct {
+	n int
+	o outcome
+}
+
+// work is the function's own run: it spans from its start to the end of
+// its run time or its timeout, and settles what it settles then.
+// An in-process function (ctx the caller's) stops when ctx ends.
+func (t *target) work(ctx context.Context, owner, run, shardID string, seqs []string, lat time.Duration, x float64, partial int, noState bool) (int, outcome) {
+	w := t.w
+	f := &w.cfg.Faults
 	start := time.Now()
 	timeout := w.cfg.Reader.FunctionTimeout
 	if err := sleep(ctx, min(lat, timeout)); err != nil {
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records cut after %s: %s", len(seqs), time.Since(start), why(context.Cause(ctx)))
 		return 0, outCancelled
 	}
 	switch {
 	case lat > timeout:
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records timed out", len(seqs))
 		return 0, outTimeout
 	case x < f.TargetFail:
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records failed (injected)", len(seqs))
 		return 0, outFailed
 	case noState:
@@ -157,15 +215,15 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 		if x < f.TargetFail+f.TargetPartial && n > 1 {
 			n = partial
 		}
-		w.chk.delivery(owner, run, shardID, seqs, start, 0)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "settled %d of %d records %s…%s, answered without a state (injected)", n, len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
 		return n, outNoState
 	case x < f.TargetFail+f.TargetPartial && len(seqs) > 1:
-		w.chk.delivery(owner, run, shardID, seqs, start, partial)
+		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, partial)
 		w.tr.add(w.shardName(shardID), owner, "settled %d of %d records %s…%s (partial, injected)", partial, len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
 		return partial, outOK
 	}
-	w.chk.delivery(owner, run, shardID, seqs, start, len(seqs))
+	w.chk.delivery(t.dep, owner, run, shardID, seqs, start, len(seqs))
 	if x < f.TargetFail+f.TargetPartial+f.TargetLost {
 		w.tr.add(w.shardName(shardID), owner, "settled %d records %s…%s, answer lost (injected)", len(seqs), short(seqs[0]), short(seqs[len(seqs)-1]))
 		return len(seqs), outLost
@@ -201,6 +259,15 @@ func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func
 		return nil, fmt.Errorf("sim: the function got an event it cannot read: %.200s", in.Payload)
 	}
 	shardID, _, _ := strings.Cut(ids[0], ":")
+	if c := fn.t.w.chk; !c.noContent {
+		seen, bad := eventRecords(in.Payload, shardID, streamName)
+		if bad != "" {
+			c.mu.Lock()
+			c.fail(shardKey{c.cur, shardID}, "%s: the function got an event with %s", fn.t.dep, bad)
+			c.mu.Unlock()
+		}
+		c.content(fn.t.dep, shardID, seen)
+	}
 	n, o := fn.t.run(ctx, shardID, seqs, false)
 	switch o {
 	case outCancelled:

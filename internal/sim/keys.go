@@ -1,0 +1,299 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/base64"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// What the function sees, per partition key, over every invocation (the
+// first deliveries and the re-deliveries alike), checked at the end of the
+// world (keyChecks) and, for record content, as it is delivered (content):
+//
+//   - no two invocations carrying one key overlap in time, whoever made
+//     them (two loops, two runs of one loop, two lanes of one run): the
+//     spans are the function's own, which runs each invocation to its end
+//     whatever its caller does;
+//   - the key's records come in order: within an invocation strictly
+//     ascending; from one invocation to the next, a record before the last
+//     one seen may come only first (the start of a replay), and a replay
+//     then goes on in order, skipping none it had seen but those filtered
+//     out or given up;
+//   - each record's content (data, partition key, sequence number, arrival
+//     time, and the event's fields) is what was written.
+//
+// The deployments of a world share the lease table's rows (two
+// configurations of one consumer, an old deploy and a new one): a key's
+// invocations are judged across them.
+
+// depKey is one key as the function sees it.
+type depKey struct {
+	keyKey
+}
+
+// keyDeliv is one invocation as one key's records in it.
+type keyDeliv struct {
+	owner      string
+	start, end time.Time
+	ev         uint64 // the invocation's order among those starting together
+	order      int64  // the generation its run reads under
+	ns         []int  // the key's record numbers, in the invocation's order
+	shard      *shardState
+}
+
+// keyDelivery notes, under mu, the records of each key an invocation
+// carried (all of them: settled or not, the function saw them).
+func (c *checker) keyDelivery(dep, owner string, seqs []string, start, end time.Time, order int64) {
+	if c.byKey == nil {
+		c.byKey = map[depKey][]keyDeliv{}
+	}
+	c.ev++
+	ev := c.ev
+	idx := map[keyKey]int{}
+	for _, seq := range seqs {
+		x := c.bySeq[seq]
+		if x == nil {
+			continue
+		}
+		dk := depKey{keyKey{x.inc, x.key}}
+		i, ok := idx[dk.keyKey]
+		if !ok {
+			i = len(c.byKey[dk])
+			idx[dk.keyKey] = i
+			c.byKey[dk] = append(c.byKey[dk], keyDeliv{owner: owner, start: start, end: end, ev: ev, order: order, shard: x.shard})
+		}
+		d := &c.byKey[dk][i]
+		d.ns = append(d.ns, x.n)
+	}
+}
+
+// keyChecks runs the per-key checks over every invocation; the caller
+// holds mu. Each key is reported once at most, for each check.
+func (c *checker) keyChecks() {
+	keys := slices.SortedFunc(func(yield func(depKey) bool) {
+		for k := range c.byKey {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b depKey) int {
+		if a.inc != b.inc {
+			return a.inc - b.inc
+		}
+		return a.key - b.key
+	})
+	for _, dk := range keys {
+		ds := c.byKey[dk]
+		slices.SortStableFunc(ds, func(a, b keyDeliv) int {
+			if c := a.start.Compare(b.start); c != 0 {
+				return c
+			}
+			return int(a.ev) - int(b.ev)
+		})
+		c.keyOverlap(dk, ds)
+		c.keyOrder(dk, ds)
+	}
+}
+
+// keyOverlap: no two invocations carrying the key overlap in time.
+func (c *checker) keyOverlap(dk depKey, ds []keyDeliv) {
+	var last *keyDeliv
+	for i := range ds {
+		d := &ds[i]
+		if last != nil && d.start.Before(last.end) {
+			c.failBug(d.shard.key, either(genBug(d, last), either(d.shard.bug, last.shard.bug)), "key %d: %s's invocation from %s overlaps %s's, which ran from %s until %s",
+				dk.key, c.tr.nameLocked(d.owner), fmtTime(d.start), c.tr.nameLocked(last.owner), fmtTime(last.start), fmtTime(last.end))
+			return
+		}
+		if last == nil || d.end.After(last.end) {
+			last = d
+		}
+	}
+}
+
+// keyOrder: the key's records come in order over every invocation, a
+// replay starting only at an invocation's first record of the key and
+// then going on in order.
+func (c *checker) keyOrder(dk depKey, ds []keyDeliv) {
+	xs := c.keys[dk.keyKey]
+	hi, next := -1, 0    // the highest record seen; the one expected next
+	var newest *keyDeliv // of the latest generation seen
+	for i := range ds {
+		d := &ds[i]
+		if newest != nil && d.order < newest.order {
+			c.failBug(d.shard.key, staleGeneration, "key %d: %s delivered records #%d… under generation %d from %s, after %s had begun delivering them under generation %d",
+				dk.key, c.tr.nameLocked(d.owner), d.ns[0], d.order, fmtTime(d.start), c.tr.nameLocked(newest.owner), newest.order)
+			return
+		}
+		if newest == nil || d.order > newest.order {
+			newest = d
+		}
+		for j, m := range d.ns {
+			switch {
+			case m < next && j > 0:
+				c.failBug(d.shard.key, d.shard.bug, "key %d: %s delivered record #%d after #%d in one invocation", dk.key, c.tr.nameLocked(d.owner), m, next-1)
+				return
+			case m > next:
+				// Records skipped that the function had seen (a replay
+				// in progress) must be ones it is not owed again.
+				for y := next; y < min(m, hi+1); y++ {
+					if y < len(xs) && !exempt(xs[y]) {
+						c.failBug(d.shard.key, either(d.shard.bug, xs[y].shard.bug), "key %d: %s's replay went from record #%d to #%d, skipping #%d (%s), which it had delivered before",
+							dk.key, c.tr.nameLocked(d.owner), next-1, m, y, short(xs[y].seq))
+						return
+					}
+				}
+			}
+			hi, next = max(hi, m), m+1
+		}
+	}
+}
+
+// staleGeneration is the known bug of a loop of a superseded generation
+// that still delivers (its invocations run on, or it has not yet heard of
+// its revocation) while a loop of the new one replays the same keys, on
+// another shard of the key (a parent the new start re-opened while the
+// child's old holder still reads).
+const staleGeneration = "B6"
+
+// genBug is staleGeneration when two invocations ran under different
+// generations, else "".
+func genBug(a, b *keyDeliv) string {
+	if a.order != b.order {
+		return staleGeneration
+	}
+	return ""
+}
+
+// exempt reports whether a replay may skip x: it matches no filter, or was
+// given up (under the policy, to the destination).
+func exempt(x *rec) bool {
+	if x.filtered {
+		return true
+	}
+	for _, st := range x.settles {
+		if st.givenUp {
+			return true
+		}
+	}
+	return false
+}
+
+// seenRecord is one record as the function saw it.
+type seenRecord struct {
+	seq, pk   string
+	data      []byte
+	arrivalMs int64
+}
+
+// content checks that each record the function saw is the record written
+// under its sequence number: its data, partition key and arrival time.
+func (c *checker) content(dep, shardID string, rs []seenRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range rs {
+		x := c.bySeq[r.seq]
+		if x == nil {
+			continue // the delivery's own check reports it
+		}
+		var what string
+		switch {
+		case r.pk != "k"+strconv.Itoa(x.key):
+			what = "partition key " + strconv.Quote(r.pk)
+		case !bytes.Equal(r.data, recordData(x.key, x.n, c.pad)):
+			what = "data " + strconv.Quote(string(r.data))
+		case r.arrivalMs != x.arrival.UnixMilli():
+			what = "arrival " + fmtTime(time.UnixMilli(r.arrivalMs))
+		default:
+			continue
+		}
+		c.fail(x.shard.key, "%s: the function got record %s (key %d #%d) with %s, not as written", dep, short(r.seq), x.key, x.n, what)
+		return
+	}
+}
+
+// eventRecords reads the records of a Kinesis event for Lambda (as
+// reader.LambdaTarget writes it) and checks its per-record fields; bad
+// names the first field that is wrong ("" when none).
+func eventRecords(payload []byte, shardID, stream string) (rs []seenRecord, bad string) {
+	seqs := fieldValues(payload, `"sequenceNumber":"`)
+	pks := fieldValues(payload, `"partitionKey":"`)
+	data := fieldValues(payload, `"data":"`)
+	ids := fieldValues(payload, `"eventID":"`)
+	arns := fieldValues(payload, `"eventSourceARN":"`)
+	fixed := [][2]string{
+		{`"eventSource":"`, "aws:kinesis"}, {`"eventVersion":"`, "1.0"}, {`"eventName":"`, "aws:kinesis:record"},
+		{`"kinesisSchemaVersion":"`, "1.0"}, {`"awsRegion":"`, "us-east-1"},
+	}
+	arrivals := numberValues(payload, `"approximateArrivalTimestamp":`)
+	n := len(seqs)
+	if len(pks) != n || len(data) != n || len(ids) != n || len(arns) != n || len(arrivals) != n {
+		return nil, "a field missing from some records"
+	}
+	for _, f := range fixed {
+		vs := fieldValues(payload, f[0])
+		if len(vs) != n {
+			return nil, f[0] + " missing"
+		}
+		for _, v := range vs {
+			if v != f[1] {
+				return nil, f[0] + v
+			}
+		}
+	}
+	rs = make([]seenRecord, n)
+	for i := range n {
+		d, err := base64.StdEncoding.DecodeString(data[i])
+		switch {
+		case err != nil:
+			return nil, "data not base64: " + data[i]
+		case ids[i] != shardID+":"+seqs[i]:
+			return nil, "eventID " + ids[i]
+		case !strings.HasSuffix(arns[i], ":stream/"+stream):
+			return nil, "eventSourceARN " + arns[i]
+		}
+		rs[i] = seenRecord{seq: seqs[i], pk: pks[i], data: d, arrivalMs: arrivals[i]}
+	}
+	return rs, ""
+}
+
+// numberValues returns the JSON numbers of seconds (as
+// approximateArrivalTimestamp is written, 1545084650.987) that follow each
+// occurrence of prefix in b, in milliseconds; -1 for one it cannot read.
+func numberValues(b []byte, prefix string) []int64 {
+	var out []int64
+	p := []byte(prefix)
+	for {
+		i := bytes.Index(b, p)
+		if i < 0 {
+			return out
+		}
+		b = b[i+len(p):]
+		j := bytes.IndexAny(b, ",}")
+		if j < 0 {
+			return out
+		}
+		out = append(out, secondsToMs(string(b[:j])))
+		b = b[j:]
+	}
+}
+
+func secondsToMs(s string) int64 {
+	whole, frac, _ := strings.Cut(s, ".")
+	sec, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || len(frac) > 3 {
+		return -1
+	}
+	ms := int64(0)
+	if frac != "" {
+		f, err := strconv.ParseInt((frac + "00")[:3], 10, 64)
+		if err != nil {
+			return -1
+		}
+		ms = f
+	}
+	return sec*1000 + ms
+}

@@ -1,0 +1,156 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
+)
+
+// keyWorld is a checker that knows key 0's records #0 to #9 of one shard.
+func keyWorld(t *testing.T) *checker {
+	t.Helper()
+	t0 := time.Unix(946684800, 0)
+	c := newChecker(newTracer(t0))
+	c.pad = "xx"
+	c.cur = 1
+	for n := range 10 {
+		s := c.shard(shardKey{1, "s"})
+		x := &rec{inc: 1, key: 0, n: n, shard: s, idx: n, seq: seqOf(n), arrival: t0.Add(time.Duration(n) * time.Second)}
+		s.recs = append(s.recs, x)
+		c.bySeq[x.seq] = x
+		c.keys[keyKey{1, 0}] = append(c.keys[keyKey{1, 0}], x)
+	}
+	return c
+}
+
+func seqOf(n int) string { return fmt.Sprintf("seq%02d", n) }
+
+// inv is one invocation for the table: who, when (seconds), the records.
+type inv struct {
+	owner      string
+	start, end float64
+	order      int64
+	ns         []int
+}
+
+// The per-key checks over every delivery: which sequences of invocations
+// break the promise, and which are allowed (replays, skips of records
+// given up or filtered).
+func TestKeyChecks(t *testing.T) {
+	t0 := time.Unix(946684800, 0)
+	for _, c := range []struct {
+		name   string
+		invs   []inv
+		gaveUp []int
+		want   string // "" none
+	}{
+		{"in order", []inv{{"A", 0, 1, 1, []int{0, 1, 2}}, {"A", 1, 2, 1, []int{3, 4}}}, nil, ""},
+		{"a replay from the checkpoint, on in order", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{2, 3, 4}}}, nil, ""},
+		{"a replay over two invocations", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 2}}, {"B", 6, 7, 1, []int{3, 4}}}, nil, ""},
+		{"a retried batch", []inv{{"A", 0, 1, 1, []int{0, 1}}, {"A", 1, 2, 1, []int{0, 1}}, {"A", 2, 3, 1, []int{2}}}, nil, ""},
+		{"a forward gap is not this check's", []inv{{"A", 0, 1, 1, []int{0, 1}}, {"A", 1, 2, 1, []int{5}}}, nil, ""},
+		{"out of order in one invocation", []inv{{"A", 0, 1, 1, []int{0, 2, 1}}}, nil, "in one invocation"},
+		{"a replay that skips", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 3}}}, nil, "skipping #2"},
+		{"a replay that resumes past what it had", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1}}, {"B", 6, 7, 1, []int{3, 4}}}, nil, "skipping #2"},
+		{"a replay may skip a record given up", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 3}}}, []int{2}, ""},
+		{"two loops at once", []inv{{"A", 0, 2, 1, []int{0, 1}}, {"B", 1, 3, 1, []int{2}}}, nil, "overlaps"},
+		{"two runs of one loop at once", []inv{{"A/r1", 0, 2, 1, []int{0, 1}}, {"A/r2", 1.5, 3, 1, []int{2}}}, nil, "overlaps"},
+		{"two lanes at once", []inv{{"A", 0, 2, 1, []int{0}}, {"A", 1, 3, 1, []int{1}}}, nil, "overlaps"},
+		{"one after the other", []inv{{"A", 0, 2, 1, []int{0}}, {"B", 2, 3, 1, []int{1}}}, nil, ""},
+		{"a superseded generation after the new one began", []inv{{"A", 0, 1, 2, []int{0, 1}}, {"B", 1, 2, 1, []int{5}}}, nil, "under generation 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ck := keyWorld(t)
+			for _, n := range c.gaveUp {
+				x := ck.bySeq[seqOf(n)]
+				x.settles = append(x.settles, settle{givenUp: true})
+			}
+			for _, iv := range c.invs {
+				var seqs []string
+				for _, n := range iv.ns {
+					seqs = append(seqs, seqOf(n))
+				}
+				at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+				ck.keyDelivery("d", iv.owner, seqs, at(iv.start), at(iv.end), iv.order)
+			}
+			ck.keyChecks()
+			var got []string
+			for _, v := range ck.violations {
+				got = append(got, v.What)
+			}
+			switch {
+			case c.want == "" && len(got) > 0:
+				t.Errorf("want no violation, got %q", got)
+			case c.want != "" && (len(got) == 0 || !strings.Contains(got[0], c.want)):
+				t.Errorf("want a violation saying %q, got %q", c.want, got)
+			}
+		})
+	}
+}
+
+// Record content: what the function got is checked against what was
+// written, in process and as the Lambda event.
+func TestContentCheck(t *testing.T) {
+	t0 := time.Unix(946684800, 0)
+	good := func(n int) seenRecord {
+		return seenRecord{seq: seqOf(n), pk: "k0", data: recordData(0, n, "xx"), arrivalMs: t0.Add(time.Duration(n) * time.Second).UnixMilli()}
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(*seenRecord)
+		want string
+	}{
+		{"as written", func(*seenRecord) {}, ""},
+		{"data", func(r *seenRecord) { r.data = recordData(0, 3, "xx") }, "data"},
+		{"key", func(r *seenRecord) { r.pk = "k1" }, "partition key"},
+		{"arrival", func(r *seenRecord) { r.arrivalMs++ }, "arrival"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ck := keyWorld(t)
+			r := good(2)
+			c.mod(&r)
+			ck.content("d", "s", []seenRecord{good(1), r})
+			if (c.want == "") != (len(ck.violations) == 0) || (c.want != "" && !strings.Contains(ck.violations[0].What, c.want)) {
+				t.Errorf("want %q, got %v", c.want, ck.violations)
+			}
+		})
+	}
+
+	ev := `{"Records":[{"kinesis":{"kinesisSchemaVersion":"1.0","partitionKey":"k0","sequenceNumber":"seq02","data":"` +
+		"eyJrIjowfQ==" + `","approximateArrivalTimestamp":946684802.5},"eventSource":"aws:kinesis","eventVersion":"1.0","eventID":"s:seq02","eventName":"aws:kinesis:record","invokeIdentityArn":"","awsRegion":"us-east-1","eventSourceARN":"arn:aws:kinesis:us-east-1:000000000000:stream/orders"}]}`
+	rs, bad := eventRecords([]byte(ev), "s", "orders")
+	if bad != "" || len(rs) != 1 || rs[0].arrivalMs != 946684802500 || string(rs[0].data) != `{"k":0}` || rs[0].pk != "k0" {
+		t.Fatalf("eventRecords = %+v, %q", rs, bad)
+	}
+	for _, c := range []struct{ from, to string }{
+		{`"eventName":"aws:kinesis:record"`, `"eventName":"aws:kinesis:other"`},
+		{`"eventID":"s:seq02"`, `"eventID":"t:seq02"`},
+		{`stream/orders`, `stream/other`},
+		{`"awsRegion":"us-east-1"`, `"awsRegion":"eu-west-1"`},
+	} {
+		if _, bad := eventRecords([]byte(strings.Replace(ev, c.from, c.to, 1)), "s", "orders"); bad == "" {
+			t.Errorf("an event with %s passes", c.to)
+		}
+	}
+}
+
+// The world's store wrappers show lease.LagCheckpointer, as the stores
+// production runs with do: lease.WithLag (which the shardreader handler
+// and `shardloop run` wrap their store in) then writes each checkpoint
+// with the lag. A wrapper that hid it would run the simulated deployments
+// on another checkpoint path than the deployed one.
+func TestStoreWrappersShowLagCheckpointer(t *testing.T) {
+	lag := func(string, string) (int64, bool) { return 7, true }
+	inner := &store{}
+	for name, s := range map[string]lease.Store{
+		"store":     inner,
+		"deadStore": deadStore{Store: inner, ks: &killSwitch{}},
+	} {
+		if lease.WithLag(s, lag) == s {
+			t.Errorf("%s hides lease.LagCheckpointer: lease.WithLag leaves it as it is", name)
+		}
+	}
+}
