@@ -486,10 +486,10 @@ func (p *passTimer) DescribeStreamSummary(ctx context.Context, in *kinesis.Descr
 //
 // The runs last 15 s here, so that 75 s see several; a month is priced at
 // the deployed run length (lambdaenv.DefaultRunLength, 10 min) by scaling
-// what is counted per run (invocations, transitions), with the measured
-// overrun of a run over its length. What is counted per second (lease
-// renewals and run takes together, one per renew interval whatever the run
-// length; checkpoints; the coordinator's reads) is priced as measured.
+// what is counted per run (invocations, transitions, a run's take and its
+// hand-back), with the measured overrun of a run over its length. What is
+// counted per second (lease renewals, one per renew interval whatever the
+// run length; checkpoints; the coordinator's reads) is priced as measured.
 func BenchmarkCost(b *testing.B) {
 	const nShards, window, benchRun = 8, 75 * time.Second, 15 * time.Second
 	kc, dc := startLocal(b)
@@ -561,18 +561,30 @@ func BenchmarkCost(b *testing.B) {
 	rowsPerPass := float64(ev.calls["coord.GetMany.items"]) / float64(ev.calls["coord.GetMany"])
 	rruPerShardSecond := rowsPerPass / float64(nShards) / interval
 	busyCkpt := perLoopSecond("reader.Checkpoint") * float64(nShards) / float64(len(busy))
-	writesPerSecond := perLoopSecond("reader.Renew", "reader.Take", "reader.Release")
+	// Renewals come one per renew interval whatever the run length; a run's
+	// take and its hand-back at the end come once per run, so they are
+	// priced per run at the deployed length, as invocations are (counted per
+	// second at the bench's 15 s runs they would be 40 times too many).
+	// A run's take stands in for its first renewal: renewals come one per
+	// renew interval over the rest of each run.
+	nRuns := 0
+	for _, starts := range ev.runs {
+		nRuns += len(starts)
+	}
+	renewing := loopSeconds - float64(nRuns)*lease.DefaultRenewInterval.Seconds()
+	writesPerSecond := float64(ev.calls["reader.Renew"]) / renewing
+	writesPerRun := float64(ev.calls["reader.Take"]+ev.calls["reader.Release"]) / float64(nRuns)
 
 	model := func(ckptPerSecond float64) (float64, string) {
 		invocations := secondsPerMonth / deployedRun
 		compute := invocations * deployedRun * shardReaderMemoryGB * priceLambdaGBs
 		requests := invocations * priceLambdaRequest
 		transitions := invocations * (transitionsPerRun + 1.0/defaultMaxIterations) * priceTransition
-		writes := writesPerSecond * secondsPerMonth * priceWRU
+		writes := (writesPerSecond*(secondsPerMonth-invocations*lease.DefaultRenewInterval.Seconds()) + writesPerRun*invocations) * priceWRU
 		ckpts := ckptPerSecond * secondsPerMonth * priceWRU
 		reads := rruPerShardSecond * secondsPerMonth * priceRRU
 		total := compute + requests + transitions + writes + ckpts + reads
-		return total, fmt.Sprintf("compute %.2f + invocations %.4f + transitions %.3f + renewals and run takes %.3f + checkpoints %.2f + coordinator reads %.4f",
+		return total, fmt.Sprintf("compute %.2f + invocations %.4f + transitions %.3f + renewals, run takes and hand-backs %.3f + checkpoints %.2f + coordinator reads %.4f",
 			compute, requests, transitions, writes, ckpts, reads)
 	}
 	idle, idleDetail := model(0)
@@ -584,8 +596,8 @@ func BenchmarkCost(b *testing.B) {
 	fixed := fixedCompute + fixedRequests + fixedReads
 	writeData(b, "cost", map[string]any{"runSeconds": runs, "calls": ev.calls, "loopSeconds": loopSeconds, "windowSeconds": end.Sub(begin).Seconds(),
 		"passIntervalSeconds": interval, "steadyPassSeconds": steady})
-	fmt.Printf("bench cost_per_shard_month_usd %.2f usd (idle shard, %s runs: %s; measured at %s runs: run %.2f s, renewals and takes %.3f/s, a pass every %.1f s)\n",
-		idle, lambdaenv.DefaultRunLength, idleDetail, benchRun, mean(runs), writesPerSecond, interval)
+	fmt.Printf("bench cost_per_shard_month_usd %.2f usd (idle shard, %s runs: %s; measured at %s runs: run %.2f s, renewals %.3f/s, takes and hand-backs %.2f a run, a pass every %.1f s)\n",
+		idle, lambdaenv.DefaultRunLength, idleDetail, benchRun, mean(runs), writesPerSecond, writesPerRun, interval)
 	fmt.Printf("bench cost_per_busy_shard_month_usd %.2f usd (1 record/s: %.2f checkpoints/s, +%.2f over idle, all checkpoint writes; %s)\n",
 		busyCost, busyCkpt, busyCost-idle, busyDetail)
 	fmt.Printf("bench cost_busy_checkpoint_writes_usd %.2f usd (the checkpoint writes of a shard at 1 record/s apart from its renewals, which carry the rest: the flushes at run ends)\n", ckptCost)
