@@ -313,6 +313,9 @@ func state(v shardView, now time.Time) (kind, words string) {
 		return stateGone, "gone from the stream (trimmed by retention); its row stays while a child needs it"
 	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnParent:
 		return stateWaiting, "waiting for parent " + v.Reason.Parent + " to be read to its end: " + parentDoing(v.Rows, v.Reason.Parent, now)
+	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnDescendant:
+		return stateFree, "re-opened by a new start: taken once the revoked holder of " + v.Reason.Descendant +
+			" (which carries its keys) has stopped and its invocations could have ended (its lease and fence passed)"
 	case r.Owner != "" && r.Revoked:
 		return stateRevoked, "lease revoked by a new start position: its reader stops at its next renewal; the shard is taken again once the lease has lapsed"
 	case heldByItsClock(r, now):

@@ -356,3 +356,22 @@ func TestPrintStatus_SaysWhoTakesAShardOverAndWhen(t *testing.T) {
 		t.Errorf("expired, nobody beating: %q", l)
 	}
 }
+
+// A parent a new start re-opened, whose child's holder was revoked and still
+// holds the lease by its own clock, is free but says what it waits for.
+func TestState_ReopenedParentSaysItWaitsForTheRevokedChild(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	listing := []shards.Shard{{ID: "p", EndingSequence: "9"}, {ID: "c", ParentID: "p"}}
+	rows := []lease.Lease{
+		{ShardID: "p", Start: "horizon", Counter: 4},
+		{ShardID: "c", Owner: "old", Revoked: true, Expiry: now.Add(5 * time.Second), Counter: 8, Start: "horizon"},
+	}
+	views := statusViews(listing, rows, now)
+	kind, words := state(views[0], now)
+	if kind != stateFree || !strings.Contains(words, "revoked holder of c") {
+		t.Errorf("parent: %s, %q; want %s waiting for the revoked holder of c", kind, words, stateFree)
+	}
+	if kind, _ := state(views[1], now); kind != stateRevoked {
+		t.Errorf("child: %s, want %s", kind, stateRevoked)
+	}
+}

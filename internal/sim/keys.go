@@ -152,11 +152,14 @@ func (c *checker) keyOrder(dk depKey, ds []keyDeliv) {
 	}
 }
 
-// staleGeneration is the known bug of a loop of a superseded generation
+// staleGeneration was the known bug of a loop of a superseded generation
 // that still delivers (its invocations run on, or it has not yet heard of
 // its revocation) while a loop of the new one replays the same keys, on
 // another shard of the key (a parent the new start re-opened while the
-// child's old holder still reads).
+// child's old holder still reads). It is fixed (a re-opened shard waits
+// until its descendants' revoked leases and fences have passed: see
+// shards.WaitingOnDescendant); the name stays so that a regression says
+// which bug came back.
 const staleGeneration = "B6"
 
 // genBug is staleGeneration when two invocations ran under different

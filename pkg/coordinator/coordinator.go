@@ -324,7 +324,7 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	var stale []lease.Lease
 	for id, why := range d.NotLeasable {
 		switch why.Kind {
-		case shards.Fenced:
+		case shards.Fenced, shards.WaitingOnDescendant:
 			if !why.Until.IsZero() && (res.NextLapse.IsZero() || why.Until.Before(res.NextLapse)) {
 				res.NextLapse = why.Until
 			}

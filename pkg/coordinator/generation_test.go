@@ -15,6 +15,7 @@ import (
 	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/shards"
 )
 
 func sub(stream, start string) coordinator.Config {
@@ -280,6 +281,48 @@ func TestPass_HorizonGenerationRereadsClosedShardsParentsFirst(t *testing.T) {
 	}
 	if w := res.Waiting["shardId-000000000001"]; !strings.Contains(w.String(), "waiting on parent") {
 		t.Fatalf("child: %v, want it waiting on its parent", w)
+	}
+}
+
+// TestOnce_ParentReopenedByAGenerationWaitsForItsChildrensRevokedHolders is
+// B6 of docs/benchmarks.md: a new generation at the horizon re-opens a parent
+// read to its end and released, and revokes the loops reading its children.
+// Those loops deliver the parent's keys until their next renewal is refused,
+// and their invocations run on to the fence, so the parent is not read again
+// until the children's leases have lapsed: then Once's watch takes it.
+func TestOnce_ParentReopenedByAGenerationWaitsForItsChildrensRevokedHolders(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	first := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	splitShard(t, kc, stream, "shardId-000000000000")
+	settle(t, store, first.Started, lease.ShardEnd)
+	for _, l := range first.Started { // as its reader does at SHARD_END
+		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	children := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	settle(t, store, children.Started, "1")
+
+	cfg := sub(stream, "horizon")
+	cfg.LeaseDuration = 300 * time.Millisecond
+	rec := &recorder{}
+	c := newCoordinator(t, cfg, store, kc, rec)
+	const parent = "shardId-000000000000"
+	res := pass(t, c)
+	if why := res.Waiting[parent]; len(res.Started) != 0 || why.Kind != shards.WaitingOnDescendant || why.Descendant != "shardId-000000000001" {
+		t.Fatalf("first pass started %v, parent %v; want nothing started, the parent waiting on its first child's revoked holder",
+			shardsOf(res.Started), why)
+	}
+	if _, _, err := c.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardsOf(loopsFrom(rec, 0)); !slices.Equal(got, []string{parent}) {
+		t.Fatalf("started %v, want the parent once its children's revoked leases lapsed", got)
+	}
+	if r := rowsOf(t, store, stream)[parent]; r.Owner != loopsFrom(rec, 0)[0].Owner || r.Start != "horizon" {
+		t.Fatalf("parent row = %+v, want it held by the new loop with the horizon start", r)
 	}
 }
 

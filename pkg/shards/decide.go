@@ -47,6 +47,13 @@ const (
 	// started may still be running (its fence); it is taken once they
 	// could have ended.
 	Fenced
+	// WaitingOnDescendant: a shard below it in the lineage (a child, a
+	// grandchild), which carries its keys, is still held under a revoked
+	// lease (a new start re-opened this shard) that has not lapsed, or was
+	// released with a fence that has not passed: the old holder's
+	// invocations may still run, so the shard's keys are not delivered
+	// again until they could have ended.
+	WaitingOnDescendant
 )
 
 func (k ReasonKind) String() string {
@@ -61,6 +68,8 @@ func (k ReasonKind) String() string {
 		return "row of an earlier incarnation of the stream"
 	case Fenced:
 		return "released; its last holder's invocations may still run"
+	case WaitingOnDescendant:
+		return "waiting on a descendant's revoked holder"
 	}
 	return fmt.Sprintf("ReasonKind(%d)", int(k))
 }
@@ -70,12 +79,16 @@ type Reason struct {
 	Kind ReasonKind
 	// Owner and Until are the holder and when its lease lapses if it is
 	// not renewed (by the taker's clock; zero when unknown), for Held; for
-	// Fenced, Until is when its fence passes.
+	// Fenced, Until is when its fence passes. For WaitingOnDescendant they
+	// are the descendant's (Owner empty when its row was released).
 	Owner string
 	Until time.Time
 	// Parent is the first parent (ParentID before AdjacentParentID) that is
 	// not yet read, for WaitingOnParent.
 	Parent string
+	// Descendant is the shard waited on, for WaitingOnDescendant: of the
+	// shards below this one that keep it waiting, the first by id.
+	Descendant string
 }
 
 // String describes the reason for people: "held by X until T" (T in UTC,
@@ -89,6 +102,17 @@ func (r Reason) String() string {
 		return fmt.Sprintf("held by %s until %s", r.Owner, r.Until.UTC().Format(time.RFC3339Nano))
 	case WaitingOnParent:
 		return "waiting on parent " + r.Parent
+	case WaitingOnDescendant:
+		s := "waiting on descendant " + r.Descendant
+		if r.Owner != "" {
+			s += "'s revoked holder " + r.Owner
+		} else {
+			s += "'s fence"
+		}
+		if !r.Until.IsZero() {
+			s += " until " + r.Until.UTC().Format(time.RFC3339Nano)
+		}
+		return s
 	case Fenced:
 		if !r.Until.IsZero() {
 			return fmt.Sprintf("released; its last holder's invocations may run until %s", r.Until.UTC().Format(time.RFC3339Nano))
@@ -117,7 +141,16 @@ type Decision struct {
 //   - it is not finished: a shard whose checkpoint is SHARD_END is never
 //     taken again (else Finished);
 //   - every parent, both for a merge, is read: finished in the store, or
-//     gone from the listing (trimmed by retention) (else WaitingOnParent).
+//     gone from the listing (trimmed by retention) (else WaitingOnParent);
+//   - no listed shard below it in the lineage (a child, a grandchild: they
+//     carry its keys) is held under a revoked lease that has not lapsed by
+//     the taker's verdict, nor released with a fence that has not passed
+//     (else WaitingOnDescendant). Only a new start re-opens a shard whose
+//     children were read (it records the start on them too and revokes
+//     their holders, who stop at their next renewal); their invocations
+//     may run on until the lease and its fence have passed, so the
+//     re-opened shard, whose keys they share, waits for them as a revoked
+//     shard's own taker does.
 //
 // Consequences worth knowing:
 //   - A parent listed without a row, or with a row whose checkpoint is a
@@ -130,6 +163,9 @@ type Decision struct {
 //     reaches SHARD_END and checkpoints it, which lets its children open.
 //   - A finished shard is Finished even if its row still names an owner,
 //     and a held shard is Held whatever its parents' state.
+//   - A descendant held under a lease that is not revoked does not keep
+//     its ancestors waiting: it would renew for ever, and only an
+//     operator's reset of the ancestor alone brings that about.
 //
 // Decide is pure and runs in time linear in the number of shards (plus the
 // sort of the leasable ones).
@@ -153,6 +189,8 @@ func Decide(in Input) Decision {
 		_, listed := byID[p]
 		return !listed // trimmed by retention
 	}
+
+	below := blockedByDescendants(byID, in, row)
 
 	seen := make(map[string]bool, len(in.Shards))
 	for _, s := range in.Shards {
@@ -186,6 +224,10 @@ func Decide(in Input) Decision {
 			d.NotLeasable[s.ID] = Reason{Kind: WaitingOnParent, Parent: waiting}
 			continue
 		}
+		if why, ok := below[s.ID]; ok {
+			d.NotLeasable[s.ID] = why
+			continue
+		}
 		d.Leasable = append(d.Leasable, s)
 	}
 
@@ -194,6 +236,49 @@ func Decide(in Input) Decision {
 		return cmp.Or(cmp.Compare(depths[a.ID], depths[b.ID]), cmp.Compare(a.ID, b.ID))
 	})
 	return d
+}
+
+// blockedByDescendants returns, by shard id, the WaitingOnDescendant reason
+// of every listed shard that has a listed descendant whose old holder may
+// still deliver its keys: its row is held under a revoked lease that has
+// not lapsed, or released with a fence that has not passed. Each such
+// descendant marks its ancestors, in id order, stopping at a shard marked
+// already (whose ancestors are marked too), so every shard is marked once
+// and names the first such descendant by id. A cycle (which Kinesis never
+// reports) ends at a shard marked already.
+func blockedByDescendants(byID map[string]*Shard, in Input, row func(string) (lease.Lease, bool, bool)) map[string]Reason {
+	var blockers []string
+	for id := range byID {
+		r, ok, _ := row(id)
+		if !ok || r.Finished() {
+			continue
+		}
+		v := in.Verdicts[id]
+		if (r.Held() && r.Revoked && !v.Lapsed) || (!r.Held() && r.Fence > 0 && !v.Available()) {
+			blockers = append(blockers, id)
+		}
+	}
+	if len(blockers) == 0 {
+		return nil
+	}
+	slices.Sort(blockers)
+	out := map[string]Reason{}
+	for _, b := range blockers {
+		r := in.Leases[b]
+		why := Reason{Kind: WaitingOnDescendant, Descendant: b, Owner: r.Owner, Until: in.Verdicts[b].LapsesAt}
+		stack := byID[b].Parents()
+		for len(stack) > 0 {
+			p := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			s, listed := byID[p]
+			if _, marked := out[p]; marked || !listed {
+				continue
+			}
+			out[p] = why
+			stack = append(stack, s.Parents()...)
+		}
+	}
+	return out
 }
 
 // lineageDepths gives every listed shard its depth: 0 for a shard with no

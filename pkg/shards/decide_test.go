@@ -60,6 +60,30 @@ func verdicts(rows map[string]lease.Lease) map[string]lease.Verdict {
 	}
 	return v
 }
+
+// reopened is a closed shard's row after a new start re-opened it: its
+// checkpoint cleared, the start recorded, nobody holding it.
+func reopened() lease.Lease {
+	return lease.Lease{Start: "horizon", Generation: "g2", GenerationOrder: 2, Counter: 7}
+}
+
+// revoked is a row whose holder a new start revoked; it lapses at until.
+// lapsedRevoked is one whose counter stood still since.
+func revoked(owner string, until time.Time) lease.Lease {
+	r := heldBy(owner, until)
+	r.Revoked, r.Start, r.Checkpoint = true, "horizon", ""
+	return r
+}
+func lapsedRevoked(owner string) lease.Lease {
+	r := lapsed(owner)
+	r.Revoked, r.Start, r.Checkpoint = true, "horizon", ""
+	return r
+}
+
+func waitingBelow(desc, owner string, until time.Time) Reason {
+	return Reason{Kind: WaitingOnDescendant, Descendant: desc, Owner: owner, Until: until}
+}
+
 func checkpointed(seq string) lease.Lease { return lease.Lease{Checkpoint: seq} }
 
 func rows(kv ...any) map[string]lease.Lease {
@@ -306,6 +330,78 @@ func TestDecide(t *testing.T) {
 			not:      map[string]Reason{"s1": held("early", later), "s2": waiting("s0")},
 		},
 		{
+			// A new start re-opened s0 and revoked s1's holder, whose
+			// invocations may still run: s0, whose keys s1 carries, waits.
+			name:     "ReopenedParentWaitsForChildsRevokedHolder",
+			shards:   split,
+			leases:   rows("s0", reopened(), "s1", revoked("old", later), "s2", reopened()),
+			leasable: nil,
+			not:      map[string]Reason{"s0": waitingBelow("s1", "old", later), "s1": held("old", later), "s2": waiting("s0")},
+		},
+		{
+			name:     "ReopenedParentTakenOnceChildsRevokedLeaseLapsed",
+			shards:   split,
+			leases:   rows("s0", reopened(), "s1", lapsedRevoked("old"), "s2", reopened()),
+			leasable: []string{"s0"},
+			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
+		},
+		{
+			// The revoked holder stopped and released with a fence: its
+			// last invocations may still run until the fence passes.
+			name:     "ReopenedParentWaitsForChildsFence",
+			shards:   split,
+			leases:   rows("s0", reopened(), "s1", lease.Lease{Fence: 3 * time.Second, Counter: later.UnixMilli()}, "s2", reopened()),
+			leasable: nil,
+			not:      map[string]Reason{"s0": {Kind: WaitingOnDescendant, Descendant: "s1", Until: later}, "s1": {Kind: Fenced, Until: later}, "s2": waiting("s0")},
+		},
+		{
+			name:     "ReopenedParentTakenOnceChildsFencePassed",
+			shards:   split,
+			leases:   rows("s0", reopened(), "s1", lease.Lease{Fence: 3 * time.Second, Counter: -1}, "s2", reopened()),
+			leasable: []string{"s0"},
+			not:      map[string]Reason{"s1": waiting("s0"), "s2": waiting("s0")},
+		},
+		{
+			// A grandchild carries the root's keys too: the whole lineage
+			// above it waits, each ancestor naming the first blocker by id.
+			name:     "ReopenedLineageWaitsForGrandchildsRevokedHolder",
+			shards:   splitMerge,
+			leases:   rows("s0", reopened(), "s1", reopened(), "s2", reopened(), "s3", revoked("old", later)),
+			leasable: nil,
+			not: map[string]Reason{"s0": waitingBelow("s3", "old", later), "s1": waiting("s0"), "s2": waiting("s0"),
+				"s3": held("old", later)},
+		},
+		{
+			name:     "ReopenedParentOfAMergeWaitsForTheMergedChild",
+			shards:   merge,
+			leases:   rows("m1", reopened(), "m2", finished(), "m3", revoked("old", later)),
+			leasable: nil,
+			not:      map[string]Reason{"m1": waitingBelow("m3", "old", later), "m2": fin, "m3": held("old", later)},
+		},
+		{
+			name:   "ReopenedParentNamesTheFirstRevokedChildByID",
+			shards: split,
+			leases: rows("s0", reopened(), "s1", revoked("old-1", later.Add(time.Second)), "s2", revoked("old-2", later)),
+			not: map[string]Reason{"s0": waitingBelow("s1", "old-1", later.Add(time.Second)),
+				"s1": held("old-1", later.Add(time.Second)), "s2": held("old-2", later)},
+		},
+		{
+			// Only a revoked holder stops: one that is not would keep its
+			// ancestors waiting for ever (an operator's reset of a parent).
+			name:     "ChildHeldUnrevokedDoesNotHoldBackItsParent",
+			shards:   split,
+			leases:   rows("s0", reopened(), "s1", heldBy("live", later)),
+			leasable: []string{"s0"},
+			not:      map[string]Reason{"s1": held("live", later), "s2": waiting("s0")},
+		},
+		{
+			name:     "RevokedChildOfAFinishedParentKeepsNothingWaiting",
+			shards:   split,
+			leases:   rows("s0", finished(), "s1", revoked("old", later)),
+			leasable: []string{"s2"},
+			not:      map[string]Reason{"s0": fin, "s1": held("old", later)},
+		},
+		{
 			name:     "RowsOfUnlistedShardsIgnored",
 			shards:   []Shard{open("a")},
 			leases:   rows("zz", heldBy("x", later)),
@@ -487,6 +583,8 @@ func TestReasonString(t *testing.T) {
 		{Reason{Kind: Stale}, "row of an earlier incarnation of the stream"},
 		{fin, "finished"},
 		{waiting("shardId-000000000001"), "waiting on parent shardId-000000000001"},
+		{waitingBelow("c", "old", until), "waiting on descendant c's revoked holder old until 2026-03-01T11:00:10Z"},
+		{Reason{Kind: WaitingOnDescendant, Descendant: "c"}, "waiting on descendant c's fence"},
 		{Reason{}, "ReasonKind(0)"},
 	} {
 		if got := tc.r.String(); got != tc.want {
