@@ -47,11 +47,15 @@ test-go: deps ## go test -race ./... (starts the emulators itself)
 	cd $(BENCHPLOTS) && $(GO) test -count=1 ./...
 
 # make test: how many simulated worlds beside the fixed regression worlds
-# (which go test runs), from a seed drawn afresh each run (CI_FIRST to fix it).
+# (which go test runs), and from which seed. Fixed by default, so that a run
+# judges the change and not the draw (fresh ranges still find open bugs in
+# about 1 world of 400: docs/benchmarks.md); CI_FIRST=fresh draws a new
+# range, printed with the command that replays it.
 CI_SEEDS ?= 120
+CI_FIRST ?= 100001
 
-test: deps lint test-go ## Everything CI runs: lint, go test -race, 120 simulated worlds from a fresh seed, infra tests and template checks
-	@first=$${CI_FIRST:-$$(( (RANDOM << 15 | RANDOM) + 2000000 ))}; \
+test: deps lint test-go ## Everything CI runs: lint, go test -race, 120 simulated worlds (CI_FIRST=fresh: a new range), infra tests and template checks
+	@first=$(CI_FIRST); if [ "$$first" = fresh ]; then first=$$(( (RANDOM << 15 | RANDOM) + 2000000 )); fi; \
 	  echo "sim: $(CI_SEEDS) worlds from seed $$first (replay the range: make sim SEEDS=$(CI_SEEDS) FIRST=$$first)"; \
 	  $(MAKE) --no-print-directory sim SEEDS=$(CI_SEEDS) FIRST=$$first
 	@if $(MAKE) -n test-infra >/dev/null 2>&1; then $(MAKE) --no-print-directory test-infra; fi

@@ -17,7 +17,7 @@ import (
 
 var (
 	flagSeed   = flag.Uint64("sim.seed", 0, "run only the world of this seed (with -sim.shrink, a shrunk one)")
-	flagSeeds  = flag.Int("sim.seeds", 0, "how many worlds TestSim runs (default 300; 40 under -race, where make test runs 120 more without it, from a fresh seed; 30 with -short)")
+	flagSeeds  = flag.Int("sim.seeds", 0, "how many worlds TestSim runs (default 300; 40 under -race, where make test runs 120 more without it; 30 with -short)")
 	flagFirst  = flag.Uint64("sim.first", 1, "the first seed TestSim runs")
 	flagShrink = flag.Uint64("sim.shrink", 0, "apply these reductions (a bit mask, see Reductions) to the world")
 	flagTrace  = flag.Int("sim.trace", 150, "trace lines printed for a failing world")
