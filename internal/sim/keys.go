@@ -21,7 +21,9 @@ import (
 //     ascending; from one invocation to the next, a record before the last
 //     one seen may come only first (the start of a replay), and a replay
 //     then goes on in order, skipping none it had seen but those filtered
-//     out or given up;
+//     out, given up, or owed by no start of the generation it reads under
+//     (a newer start past them overrides the checkpoint: a redeploy at
+//     latest or a later timestamp ends the replay in progress);
 //   - each record's content (data, partition key, sequence number, arrival
 //     time, and the event's fields) is what was written.
 //
@@ -138,9 +140,10 @@ func (c *checker) keyOrder(dk depKey, ds []keyDeliv) {
 				return
 			case m > next:
 				// Records skipped that the function had seen (a replay
-				// in progress) must be ones it is not owed again.
+				// in progress) must be ones it is not owed again: under
+				// the generation d reads under, as firstDelivery judges.
 				for y := next; y < min(m, hi+1); y++ {
-					if y < len(xs) && !exempt(xs[y]) {
+					if y < len(xs) && !exempt(xs[y]) && c.ruleAt(xs[y].shard, d.order).owes(xs[y]) {
 						c.failBug(d.shard.key, either(d.shard.bug, xs[y].shard.bug), "key %d: %s's replay went from record #%d to #%d, skipping #%d (%s), which it had delivered before",
 							dk.key, c.tr.nameLocked(d.owner), next-1, m, y, short(xs[y].seq))
 						return

@@ -45,28 +45,43 @@ func TestKeyChecks(t *testing.T) {
 		name   string
 		invs   []inv
 		gaveUp []int
-		want   string // "" none
+		// from2, when not 0, records generation 2 as a timestamp start
+		// owing the records that arrived from that second on (record #n
+		// arrived at second n).
+		from2 float64
+		want  string // "" none
 	}{
-		{"in order", []inv{{"A", 0, 1, 1, []int{0, 1, 2}}, {"A", 1, 2, 1, []int{3, 4}}}, nil, ""},
-		{"a replay from the checkpoint, on in order", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{2, 3, 4}}}, nil, ""},
-		{"a replay over two invocations", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 2}}, {"B", 6, 7, 1, []int{3, 4}}}, nil, ""},
-		{"a retried batch", []inv{{"A", 0, 1, 1, []int{0, 1}}, {"A", 1, 2, 1, []int{0, 1}}, {"A", 2, 3, 1, []int{2}}}, nil, ""},
-		{"a forward gap is not this check's", []inv{{"A", 0, 1, 1, []int{0, 1}}, {"A", 1, 2, 1, []int{5}}}, nil, ""},
-		{"out of order in one invocation", []inv{{"A", 0, 1, 1, []int{0, 2, 1}}}, nil, "in one invocation"},
-		{"a replay that skips", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 3}}}, nil, "skipping #2"},
-		{"a replay that resumes past what it had", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1}}, {"B", 6, 7, 1, []int{3, 4}}}, nil, "skipping #2"},
-		{"a replay may skip a record given up", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 3}}}, []int{2}, ""},
-		{"two loops at once", []inv{{"A", 0, 2, 1, []int{0, 1}}, {"B", 1, 3, 1, []int{2}}}, nil, "overlaps"},
-		{"two runs of one loop at once", []inv{{"A/r1", 0, 2, 1, []int{0, 1}}, {"A/r2", 1.5, 3, 1, []int{2}}}, nil, "overlaps"},
-		{"two lanes at once", []inv{{"A", 0, 2, 1, []int{0}}, {"A", 1, 3, 1, []int{1}}}, nil, "overlaps"},
-		{"one after the other", []inv{{"A", 0, 2, 1, []int{0}}, {"B", 2, 3, 1, []int{1}}}, nil, ""},
-		{"a superseded generation after the new one began", []inv{{"A", 0, 1, 2, []int{0, 1}}, {"B", 1, 2, 1, []int{5}}}, nil, "under generation 1"},
+		{"in order", []inv{{"A", 0, 1, 1, []int{0, 1, 2}}, {"A", 1, 2, 1, []int{3, 4}}}, nil, 0, ""},
+		{"a replay from the checkpoint, on in order", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{2, 3, 4}}}, nil, 0, ""},
+		{"a replay over two invocations", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 2}}, {"B", 6, 7, 1, []int{3, 4}}}, nil, 0, ""},
+		{"a retried batch", []inv{{"A", 0, 1, 1, []int{0, 1}}, {"A", 1, 2, 1, []int{0, 1}}, {"A", 2, 3, 1, []int{2}}}, nil, 0, ""},
+		{"a forward gap is not this check's", []inv{{"A", 0, 1, 1, []int{0, 1}}, {"A", 1, 2, 1, []int{5}}}, nil, 0, ""},
+		{"out of order in one invocation", []inv{{"A", 0, 1, 1, []int{0, 2, 1}}}, nil, 0, "in one invocation"},
+		{"a replay that skips", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 3}}}, nil, 0, "skipping #2"},
+		{"a replay that resumes past what it had", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1}}, {"B", 6, 7, 1, []int{3, 4}}}, nil, 0, "skipping #2"},
+		{"a replay may skip a record given up", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3}}, {"B", 5, 6, 1, []int{1, 3}}}, []int{2}, 0, ""},
+		{"two loops at once", []inv{{"A", 0, 2, 1, []int{0, 1}}, {"B", 1, 3, 1, []int{2}}}, nil, 0, "overlaps"},
+		{"two runs of one loop at once", []inv{{"A/r1", 0, 2, 1, []int{0, 1}}, {"A/r2", 1.5, 3, 1, []int{2}}}, nil, 0, "overlaps"},
+		{"two lanes at once", []inv{{"A", 0, 2, 1, []int{0}}, {"A", 1, 3, 1, []int{1}}}, nil, 0, "overlaps"},
+		{"one after the other", []inv{{"A", 0, 2, 1, []int{0}}, {"B", 2, 3, 1, []int{1}}}, nil, 0, ""},
+		// A new start past what the function had seen (a redeploy at
+		// latest or a later timestamp) overrides the checkpoint: the
+		// replay in progress under the old generation ends, and the new
+		// one's first records follow the records its start does not owe.
+		{"a new generation's start past a replay in progress", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3, 4, 5}}, {"B", 5, 6, 1, []int{2, 3}}, {"B", 7, 8, 2, []int{6, 7}}}, nil, 6, ""},
+		{"a new generation's start skips only what it does not owe", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3, 4, 5}}, {"B", 5, 6, 1, []int{2, 3}}, {"B", 7, 8, 2, []int{6, 7}}}, nil, 5, "skipping #5"},
+		{"a new generation that owes what was skipped", []inv{{"A", 0, 1, 1, []int{0, 1, 2, 3, 4, 5}}, {"B", 5, 6, 2, []int{2, 3}}, {"B", 7, 8, 2, []int{6, 7}}}, nil, 1, "skipping #4"},
+		{"a superseded generation after the new one began", []inv{{"A", 0, 1, 2, []int{0, 1}}, {"B", 1, 2, 1, []int{5}}}, nil, 0, "under generation 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ck := keyWorld(t)
 			for _, n := range c.gaveUp {
 				x := ck.bySeq[seqOf(n)]
 				x.settles = append(x.settles, settle{givenUp: true})
+			}
+			if c.from2 != 0 {
+				ck.rules[2] = map[string]rule{"s": {order: 2, kind: owesFromArrival, at: t0.Add(time.Duration(c.from2 * float64(time.Second))), desc: "from2"}}
+				ck.ruleInc[2] = 1
 			}
 			for _, iv := range c.invs {
 				var seqs []string
