@@ -271,20 +271,10 @@ func eventRecords(payload []byte, shardID, stream string) (rs []seenRecord, bad 
 // occurrence of prefix in b, in milliseconds; -1 for one it cannot read.
 func numberValues(b []byte, prefix string) []int64 {
 	var out []int64
-	p := []byte(prefix)
-	for {
-		i := bytes.Index(b, p)
-		if i < 0 {
-			return out
-		}
-		b = b[i+len(p):]
-		j := bytes.IndexAny(b, ",}")
-		if j < 0 {
-			return out
-		}
-		out = append(out, secondsToMs(string(b[:j])))
-		b = b[j:]
+	for _, v := range valuesAfter(b, prefix, ",}") {
+		out = append(out, secondsToMs(v))
 	}
+	return out
 }
 
 func secondsToMs(s string) int64 {

@@ -315,7 +315,11 @@ func (d *destination) Send(ctx context.Context, fr reader.FailureRecord) error {
 
 // fieldValues returns the string values that follow each occurrence of
 // prefix (a JSON field name, colon and opening quote) in b.
-func fieldValues(b []byte, prefix string) []string {
+func fieldValues(b []byte, prefix string) []string { return valuesAfter(b, prefix, `"`) }
+
+// valuesAfter returns the text that follows each occurrence of prefix in b
+// up to the first of the bytes in ends.
+func valuesAfter(b []byte, prefix, ends string) []string {
 	var out []string
 	p := []byte(prefix)
 	for {
@@ -324,7 +328,7 @@ func fieldValues(b []byte, prefix string) []string {
 			return out
 		}
 		b = b[i+len(p):]
-		j := bytes.IndexByte(b, '"')
+		j := bytes.IndexAny(b, ends)
 		if j < 0 {
 			return out
 		}
