@@ -68,6 +68,10 @@ type checker struct {
 	low   map[lowKey]int            // per key and generation, the lowest record number not settled and owed
 	bad   map[keyKey]bool           // keys whose order broke (reported once)
 	rules map[int64]map[string]rule // by generation order, per shard id
+	// late is, by generation order, what a timestamp generation whose
+	// start is after its pinned tip owes on a shard its listing did not
+	// hold (a split after the listing, before the start): from the start.
+	late map[int64]rule
 	// ruleInc is the incarnation of each generation order's rules; maxOrder
 	// each incarnation's latest generation.
 	ruleInc  map[int64]int
@@ -153,6 +157,9 @@ type shardState struct {
 	// deliveries count for it.
 	cfg      *rule
 	cfgEpoch int
+	// late is the order of the generation whose start was recorded on the
+	// shard although its listing did not hold it (checker.late); 0: none.
+	late int64
 	// row is the rule the row was last reset under (nil: cfg's), the one
 	// checkpoints are checked against.
 	row *rule
@@ -266,7 +273,7 @@ type Stats struct {
 func newChecker(tr *tracer) *checker {
 	return &checker{
 		tr: tr, incs: map[int64]int{}, gone: map[int]time.Time{}, bySeq: map[string]*rec{},
-		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
+		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, late: map[int64]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
 		folds: map[string]*fold{}, kept: map[string]*keptWindow{}, curRun: map[string]string{},
 	}
 }
@@ -435,6 +442,9 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 	}
 	c.rules[g.Order] = rules
 	c.ruleInc[g.Order] = inc
+	if at, ok := timestampOf(g.Start); ok && tipOK && at.After(tip) && g.ID != lease.DefaultGeneration {
+		c.late[g.Order] = rule{order: g.Order, kind: owesFromArrival, at: at, desc: "from " + fmtTime(at) + " (created after its listing)"}
+	}
 	c.maxOrder[inc] = max(c.maxOrder[inc], g.Order)
 }
 
@@ -447,6 +457,9 @@ func (c *checker) ruleAt(s *shardState, o int64) *rule {
 			continue
 		}
 		if r, ok := c.rules[o][s.key.id]; ok {
+			return &r
+		}
+		if r, ok := c.late[o]; ok && s.late == o {
 			return &r
 		}
 	}
@@ -531,6 +544,9 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		if s.cfg != nil && s.cfg.order == r.order {
 			s.cfgEpoch = s.epoch
 		}
+	} else if r, ok := c.late[st.Order]; ok && st.IfAbsent && c.ruleInc[st.Order] == k.inc {
+		rr := r
+		s.row, s.cfg, s.cfgEpoch, s.late = &rr, &rr, s.epoch, st.Order
 	}
 	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)

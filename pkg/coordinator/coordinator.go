@@ -308,7 +308,11 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 			"generation", res.Generation.ID, "order", res.Generation.Order)
 		return res, nil
 	}
-	if recorded {
+	late, err := c.startLateShards(ctx, name, res.Generation, listing, rows, sum.incarnation)
+	if err != nil {
+		return res, fmt.Errorf("stream %s: %w", name, err)
+	}
+	if recorded || late {
 		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
 			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
 		}
@@ -548,6 +552,46 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	res.Generation = rec
 	log.InfoContext(ctx, "generation applied", "generation", rec.ID, "order", rec.Order, "start", rec.Start, "rows", n)
 	return n > 0, true, nil
+}
+
+// startLateShards records a generation's future timestamp start on the
+// listed shards that its own listing did not hold and that have no row yet,
+// and reports whether it recorded any. A start later than the tip the
+// generation pinned can fall after a split that happened after its listing:
+// the children were created before the start, and the records they hold
+// from before it are not owed, as on their parent, which the start covers.
+// Opened at the start, a shard reads from its first record stamped at or
+// after it, which for a shard created after the start is its first record,
+// so the write changes nothing for the shards created later. A start at or
+// before the tip needs nothing: every shard the listing missed was created
+// after the tip.
+func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
+	rows map[string]lease.Lease, incarnation int64) (bool, error) {
+	if rec.Start == "" || rec.Start == rec.Tip || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
+		return false, nil
+	}
+	at, err := reader.ParsePosition(rec.Start)
+	if err != nil || at.Kind != reader.Timestamp {
+		return false, nil // a start of another kind covers no later shard
+	}
+	tip, err := reader.ParsePosition(rec.Tip)
+	if err != nil || tip.Kind != reader.Timestamp || !at.At.After(tip.At) {
+		return false, nil
+	}
+	recorded := false
+	for _, s := range listing {
+		if _, ok := rows[s.ID]; ok || slices.Contains(rec.Shards, s.ID) {
+			continue
+		}
+		changed, err := c.store.SetStart(ctx, stream, s.ID, lease.Start{
+			Position: rec.Start, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, IfAbsent: true,
+		})
+		if err != nil {
+			return recorded, fmt.Errorf("record start position on %s: %w", s.ID, err)
+		}
+		recorded = recorded || changed
+	}
+	return recorded, nil
 }
 
 // cleanup removes rows that no listed shard needs, once nobody holds them

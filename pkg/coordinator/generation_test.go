@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -197,6 +198,59 @@ func TestPass_ShardClosedWhenATipGenerationStartsIsReadFromTheTip(t *testing.T) 
 	p := rowsOf(t, store, stream)["shardId-000000000000"]
 	if p.Finished() || p.Start != res.Generation.Tip || p.StartApplied {
 		t.Fatalf("closed parent row = %+v, want it to open at the tip %s", p, res.Generation.Tip)
+	}
+}
+
+// TestPass_FutureTimestampStartCoversChildrenOfALaterSplit is world
+// 777000137 of docs/benchmarks.md: a timestamp start later than the tip is
+// recorded over the shards listed then, and a split follows before the
+// start. The children hold records from before the start, which the
+// generation does not owe (as on their parent, which the start covers); they
+// opened at their beginning and delivered some of those records while the
+// parent's, earlier and of the same keys, were skipped.
+func TestPass_FutureTimestampStartCoversChildrenOfALaterSplit(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	start := "timestamp:" + strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	c := newCoordinator(t, sub(stream, start), store, kc, &recorder{})
+	first := pass(t, c)
+	if got := shardsOf(first.Started); !slices.Equal(got, []string{"shardId-000000000000"}) {
+		t.Fatalf("started %v, want the one shard", got)
+	}
+	splitShard(t, kc, stream, "shardId-000000000000")
+	settle(t, store, first.Started, lease.ShardEnd)
+	for _, l := range first.Started {
+		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := pass(t, c)
+	if got := shardsOf(res.Started); !slices.Equal(got, []string{"shardId-000000000001", "shardId-000000000002"}) {
+		t.Fatalf("started %v, want the children", got)
+	}
+	for _, id := range []string{"shardId-000000000001", "shardId-000000000002"} {
+		r := rowsOf(t, store, stream)[id]
+		if r.Start != start || r.StartApplied || r.Generation != res.Generation.ID || r.GenerationOrder != res.Generation.Order {
+			t.Fatalf("child %s = %+v, want it to open at the generation's start %s", id, r, start)
+		}
+	}
+
+	// A start at or before the tip writes nothing for later shards: they
+	// were all created after it.
+	later := newStream(t, kc, 1)
+	c2 := newCoordinator(t, sub(later, "timestamp:"+strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)), store, kc, &recorder{})
+	first = pass(t, c2)
+	splitShard(t, kc, later, "shardId-000000000000")
+	settle(t, store, first.Started, lease.ShardEnd)
+	for _, l := range first.Started {
+		if err := store.Release(t.Context(), later, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass(t, c2)
+	if r := rowsOf(t, store, later)["shardId-000000000001"]; r.Start != "" {
+		t.Fatalf("child under a past start = %+v, want no start of its own", r)
 	}
 }
 

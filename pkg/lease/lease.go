@@ -309,8 +309,9 @@ type Generation struct {
 	// the record is for.
 	Incarnation int64
 	// Shards are the shards listed when the generation began: the start
-	// applies to these and to no shard created later. Applied turns true once
-	// every one of them has it.
+	// applies to these, and to a shard created later only when it is a
+	// timestamp after Tip (the coordinator records it on such a shard that
+	// has no row yet). Applied turns true once every one of them has it.
 	Shards  []string
 	Applied bool
 	// DeployedAt is when the configuration that recorded it was deployed
