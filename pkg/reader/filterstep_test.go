@@ -373,13 +373,16 @@ func TestRun_Filter_OnTheEmulatorsDataThatIsNotJSONFailsADataFilter(t *testing.T
 	o := e.opts(s)
 	o.Filters = []string{buyFilter, `{"partitionKey": [{"prefix": "audit-"}]}`}
 	o.Hooks = counts
-	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return counts.get().polled >= len(vals) })
+	last := seqs[len(seqs)-1]
+	runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
+		return counts.get().polled >= len(vals) && e.checkpointed(t, e.shards[0], last)
+	})
 	want := []string{vals[0], vals[3], vals[4], vals[5]}
 	if got := s.data(); !slices.Equal(got, want) {
 		t.Errorf("delivered %q, want %q", got, want)
 	}
-	if st.Checkpoint != seqs[len(seqs)-1] {
-		t.Errorf("checkpoint %q, want the last record %s, filtered out", st.Checkpoint, seqs[len(seqs)-1])
+	if row := e.row(t, e.shards[0]); row.Checkpoint != last {
+		t.Errorf("checkpoint %q, want the last record %s, filtered out", row.Checkpoint, last)
 	}
 	if c := counts.get(); c.filtered != 4 || c.invoked != 4 {
 		t.Errorf("counts %+v, want 4 filtered out and 4 invoked", c)

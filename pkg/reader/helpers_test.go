@@ -138,6 +138,16 @@ func (e *env) state(shard, owner string) State {
 	return State{Stream: e.stream, ShardID: shard, Owner: owner}
 }
 
+// checkpointed reports whether the shard's row carries seq: what a test
+// judges once the deliveries it waits for happened. A run's final flush is
+// bounded by the renew interval, so on a busy machine a run may end before
+// its answer arrives (its state then names no checkpoint); the next run
+// writes it, and runUntil goes on until the row has it.
+func (e *env) checkpointed(t *testing.T, shard, seq string) bool {
+	t.Helper()
+	return e.row(t, shard).Checkpoint == seq
+}
+
 func (e *env) row(t *testing.T, shard string) lease.Lease {
 	t.Helper()
 	l, err := e.store.Get(context.WithoutCancel(t.Context()), e.stream, shard)

@@ -141,9 +141,9 @@ func TestRun_OnFailure_DestinationDownCheckpointsNothingUntilTheSendSucceeds(t *
 		}
 	}
 	close(up)
-	st = runUntil(t, o, st, func() bool { return len(sent) > 0 })
-	if st.Checkpoint != seqs[2] || len(sent) != 1 || sent[0].KinesisBatchInfo.BatchSize != 3 {
-		t.Fatalf("checkpoint %s, sent %+v", st.Checkpoint, sent)
+	runUntil(t, o, st, func() bool { return len(sent) > 0 && e.checkpointed(t, e.shards[0], seqs[2]) })
+	if row := e.row(t, e.shards[0]); row.Checkpoint != seqs[2] || len(sent) != 1 || sent[0].KinesisBatchInfo.BatchSize != 3 {
+		t.Fatalf("checkpoint %s, sent %+v", row.Checkpoint, sent)
 	}
 }
 
@@ -271,7 +271,7 @@ func TestRun_Bisect_IsolatesOneBadRecordInABatchOf100(t *testing.T) {
 		return nil
 	})
 	o.RunLength = 3 * time.Second
-	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return s.len() >= 99 })
+	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return s.len() >= 99 && e.checkpointed(t, e.shards[0], seqs[99]) })
 	want := slices.DeleteFunc(values("a", 100), func(v string) bool { return v == bad })
 	if got := s.data(); !slices.Equal(got, want) {
 		t.Fatalf("delivered %d records %v, want the 99 good ones in order", len(got), got)
@@ -282,8 +282,8 @@ func TestRun_Bisect_IsolatesOneBadRecordInABatchOf100(t *testing.T) {
 		sent[0].KinesisBatchInfo.BatchSize != 1 || sent[0].RequestContext.ApproximateInvokeCount != 2 {
 		t.Fatalf("on-failure records %+v, want one for %s alone after 2 deliveries", sent, seqs[37])
 	}
-	if st.Checkpoint != seqs[99] {
-		t.Errorf("checkpoint %s, want %s (state %+v)", st.Checkpoint, seqs[99], st)
+	if row := e.row(t, e.shards[0]); row.Checkpoint != seqs[99] {
+		t.Errorf("checkpoint %s, want %s (state %+v)", row.Checkpoint, seqs[99], st)
 	}
 	t.Logf("%d deliveries to isolate one bad record in 100", deliveries.Load())
 }
@@ -301,7 +301,7 @@ func TestRun_RecordAge_OlderRecordsAreGivenUpWithoutDelivery(t *testing.T) {
 	o := e.opts(s)
 	o.Clock, o.MaxRecordAge, o.Hooks = clock.now, time.Minute, h
 	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error { sent = append(sent, fr); return nil })
-	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return len(sent) > 0 })
+	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return len(sent) > 0 && e.checkpointed(t, e.shards[0], seqs[4]) })
 	if s.len() != 0 || len(sent) != 1 {
 		t.Fatalf("delivered %v, sent %+v", s.data(), sent)
 	}
@@ -310,8 +310,8 @@ func TestRun_RecordAge_OlderRecordsAreGivenUpWithoutDelivery(t *testing.T) {
 		fr.KinesisBatchInfo.StartSequenceNumber != seqs[0] || fr.KinesisBatchInfo.EndSequenceNumber != seqs[4] || fr.KinesisBatchInfo.BatchSize != 5 {
 		t.Errorf("on-failure record %+v", fr)
 	}
-	if g := h.all(); !slices.Equal(g, []string{"5 RecordAgeExceeded"}) || st.Checkpoint != seqs[4] {
-		t.Errorf("BatchGivenUp %v, checkpoint %s", g, st.Checkpoint)
+	if g, row := h.all(), e.row(t, e.shards[0]); !slices.Equal(g, []string{"5 RecordAgeExceeded"}) || row.Checkpoint != seqs[4] {
+		t.Errorf("BatchGivenUp %v, checkpoint %s", g, row.Checkpoint)
 	}
 	clock.set(0)
 	e.putN(t, "new", 3)
@@ -412,10 +412,11 @@ func TestRun_Deaggregate_DeliversKPLUserRecordsInOrderWithTheirKeys(t *testing.T
 		return len(b.Records), nil
 	}))
 	o.Deaggregate, o.Hooks = true, h
-	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
+	runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
 		mu.Lock()
-		defer mu.Unlock()
-		return len(batches) >= 2
+		n := len(batches)
+		mu.Unlock()
+		return n >= 2 && e.checkpointed(t, e.shards[0], seqs[4])
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -439,8 +440,8 @@ func TestRun_Deaggregate_DeliversKPLUserRecordsInOrderWithTheirKeys(t *testing.T
 	if !slices.Equal(batches[1].Subs, wantSubs) {
 		t.Errorf("subs %+v, want %+v", batches[1].Subs, wantSubs)
 	}
-	if !slices.Equal(h.aggregated, []string{seqs[3]}) || st.Checkpoint != seqs[4] {
-		t.Errorf("aggregated-record errors %v (want the corrupt %s), checkpoint %s", h.aggregated, seqs[3], st.Checkpoint)
+	if row := e.row(t, e.shards[0]); !slices.Equal(h.aggregated, []string{seqs[3]}) || row.Checkpoint != seqs[4] {
+		t.Errorf("aggregated-record errors %v (want the corrupt %s), checkpoint %s", h.aggregated, seqs[3], row.Checkpoint)
 	}
 }
 

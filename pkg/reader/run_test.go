@@ -583,15 +583,15 @@ func TestRun_AggregatedRecordIsReportedNotDeliveredAndPassed(t *testing.T) {
 	s := &sink{}
 	o := e.opts(s)
 	o.Hooks = h
-	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return s.len() >= 2 })
+	runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return s.len() >= 2 && e.checkpointed(t, e.shards[0], seqs[3]) })
 	if got := s.data(); !slices.Equal(got, []string{"a-0", "a-2"}) {
 		t.Fatalf("delivered %q", got)
 	}
 	if !slices.Equal(h.aggregated, []string{seqs[1], seqs[3]}) {
 		t.Errorf("aggregated hooks %v, want %v", h.aggregated, []string{seqs[1], seqs[3]})
 	}
-	if st.Checkpoint != seqs[3] {
-		t.Errorf("checkpoint %s, want past the trailing aggregated record (%s)", st.Checkpoint, seqs[3])
+	if row := e.row(t, e.shards[0]); row.Checkpoint != seqs[3] {
+		t.Errorf("checkpoint %s, want past the trailing aggregated record (%s)", row.Checkpoint, seqs[3])
 	}
 }
 
