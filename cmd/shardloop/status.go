@@ -313,6 +313,9 @@ func state(v shardView, now time.Time) (kind, words string) {
 		return stateGone, "gone from the stream (trimmed by retention); its row stays while a child needs it"
 	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnParent:
 		return stateWaiting, "waiting for parent " + v.Reason.Parent + " to be read to its end: " + parentDoing(v.Rows, v.Reason.Parent, now)
+	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnDescendant && v.Reason.Owner == "":
+		return stateFree, "re-opened by a new start: taken once the invocations that the last holder of " + v.Reason.Descendant +
+			" (which carries its keys) released with could have ended (up to its fence, " + v.Rows[v.Reason.Descendant].Fence.String() + ", after the release)"
 	case v.Reason != nil && v.Reason.Kind == shards.WaitingOnDescendant:
 		return stateFree, "re-opened by a new start: taken once the revoked holder of " + v.Reason.Descendant +
 			" (which carries its keys) has stopped and its invocations could have ended (its lease and fence passed)"
@@ -487,10 +490,13 @@ func firstLine(s string) string {
 func heldByItsClock(r lease.Lease, now time.Time) bool { return r.Owner != "" && now.Before(r.Expiry) }
 
 // displayVerdicts judges the rows for status's one look by heldByItsClock.
+// A row released with a fence is not free: when its fence passes is
+// measured from the release by a watcher, which one look cannot be, so it
+// is shown as waiting (the coordinator's own watch decides).
 func displayVerdicts(rows map[string]lease.Lease, now time.Time) map[string]lease.Verdict {
 	v := make(map[string]lease.Verdict, len(rows))
 	for id, r := range rows {
-		v[id] = lease.Verdict{Free: r.Owner == "", Lapsed: r.Owner != "" && !heldByItsClock(r, now), Counter: r.Counter}
+		v[id] = lease.Verdict{Free: r.Owner == "" && r.Fence == 0, Lapsed: r.Owner != "" && !heldByItsClock(r, now), Counter: r.Counter}
 	}
 	return v
 }

@@ -375,3 +375,23 @@ func TestState_ReopenedParentSaysItWaitsForTheRevokedChild(t *testing.T) {
 		t.Errorf("child: %s, want %s", kind, stateRevoked)
 	}
 }
+
+// A parent a new start re-opened, whose child's holder released it with
+// invocations that may still run (a fence), says so, not that it waits for
+// a revoked holder.
+func TestState_ReopenedParentSaysItWaitsForTheReleasedChildsFence(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	listing := []shards.Shard{{ID: "p", EndingSequence: "9"}, {ID: "c", ParentID: "p"}}
+	rows := []lease.Lease{
+		{ShardID: "p", Start: "horizon", Counter: 4},
+		{ShardID: "c", Fence: 12 * time.Second, Counter: 8, Start: "horizon"},
+	}
+	views := statusViews(listing, rows, now)
+	if views[0].Reason == nil || views[0].Reason.Kind != shards.WaitingOnDescendant {
+		t.Fatalf("parent's reason %v, want it waiting on its descendant", views[0].Reason)
+	}
+	kind, words := state(views[0], now)
+	if kind != stateFree || !strings.Contains(words, "the last holder of c") || strings.Contains(words, "revoked") {
+		t.Errorf("parent: %s, %q; want %s waiting for the invocations c's last holder released with", kind, words, stateFree)
+	}
+}
