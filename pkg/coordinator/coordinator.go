@@ -293,6 +293,13 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	for i, s := range listing {
 		ids[i] = s.ID
 	}
+	// The rows are judged against the generation record read after them;
+	// the record read before them tells whether a generation was being
+	// applied (its starts written row by row) while they were read.
+	before, err := c.readGeneration(ctx, name)
+	if err != nil {
+		return res, fmt.Errorf("stream %s: %w", name, err)
+	}
 	rows, err := c.store.GetMany(ctx, name, ids)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: read leases: %w", name, err)
@@ -301,6 +308,20 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	recorded, ready, err := c.generation(ctx, name, sub, listing, rows, sum, &res, log)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
+	}
+	if ready && !recorded && !sameGeneration(before, res.Generation) {
+		// Another coordinator applied a generation while this pass read
+		// the rows: some may show its start and others not yet (a parent
+		// re-opened, its child's holder not yet revoked). Read them again,
+		// and take nothing unless the record stood still meanwhile.
+		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
+			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
+		}
+		after, err := c.readGeneration(ctx, name)
+		if err != nil {
+			return res, fmt.Errorf("stream %s: %w", name, err)
+		}
+		ready = sameGeneration(after, res.Generation)
 	}
 	if !ready {
 		res.GenerationPending = true
@@ -394,6 +415,25 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)
+}
+
+// readGeneration reads the stream's generation record; the zero record when
+// there is none.
+func (c *Coordinator) readGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	g, err := c.store.GetGeneration(ctx, stream)
+	if errors.Is(err, lease.ErrNotFound) {
+		return lease.Generation{}, nil
+	}
+	if err != nil {
+		return g, fmt.Errorf("read generation: %w", err)
+	}
+	return g, nil
+}
+
+// sameGeneration reports whether two reads of a stream's generation record
+// found it unchanged: no generation recorded or applied between them.
+func sameGeneration(a, b lease.Generation) bool {
+	return a.ID == b.ID && a.Order == b.Order && a.Applied == b.Applied && a.Incarnation == b.Incarnation
 }
 
 // summary is what a pass needs of DescribeStreamSummary.

@@ -254,6 +254,112 @@ func TestPass_FutureTimestampStartCoversChildrenOfALaterSplit(t *testing.T) {
 	}
 }
 
+// TestPass_RowsReadWhileAnotherCoordinatorAppliesAGenerationAreReadAgain is
+// world 888000224 of docs/benchmarks.md: coordinator X read the rows while Y
+// applied a new horizon generation row by row (the closed parent re-opened,
+// its child's holder not yet revoked), then read the generation record as
+// applied, and took the parent while the child's holder delivered the same
+// keys. X now reads the rows again when the record changed while it read
+// them, and the parent waits for the child's revoked holder.
+func TestPass_RowsReadWhileAnotherCoordinatorAppliesAGenerationAreReadAgain(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	ms := memStore(t)
+	first := pass(t, newCoordinator(t, sub(stream, "latest"), ms, kc, &recorder{}))
+	splitShard(t, kc, stream, "shardId-000000000000")
+	settle(t, ms, first.Started, lease.ShardEnd)
+	for _, l := range first.Started {
+		if err := ms.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	children := pass(t, newCoordinator(t, sub(stream, "latest"), ms, kc, &recorder{}))
+	if len(children.Started) != 2 {
+		t.Fatalf("started %v, want both children", shardsOf(children.Started))
+	}
+
+	parentStarted, xRead, yDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	y := newCoordinator(t, sub(stream, "horizon"), &interleave{Store: ms, setStart: func(id string) {
+		if id != "shardId-000000000000" {
+			<-xRead // the children are revoked only after X read the rows
+		}
+	}, afterSetStart: func(id string) {
+		if id == "shardId-000000000000" {
+			close(parentStarted)
+		}
+	}}, kc, &recorder{})
+	var yErr error
+	go func() {
+		defer close(yDone)
+		_, yErr = y.Pass(t.Context())
+	}()
+	armed := true
+	x := newCoordinator(t, sub(stream, "horizon"), &interleave{Store: ms, getMany: func(read func()) {
+		if !armed {
+			read()
+			return
+		}
+		armed = false
+		<-parentStarted
+		read()
+		close(xRead)
+	}, getGeneration: func() {
+		select {
+		case <-xRead:
+			<-yDone // the record X reads after the rows is the applied one
+		default:
+		}
+	}}, kc, &recorder{})
+	res := pass(t, x)
+	<-yDone
+	if yErr != nil {
+		t.Fatal(yErr)
+	}
+	if got := shardsOf(res.Started); len(got) != 0 {
+		t.Fatalf("X started %v while the children's revoked holders may still deliver the parent's keys", got)
+	}
+	if w := res.Waiting["shardId-000000000000"]; w.Kind != shards.WaitingOnDescendant {
+		t.Fatalf("parent: %v, want it waiting on a descendant", w)
+	}
+}
+
+// interleave runs hooks around a store's calls, to order two coordinators'
+// passes.
+type interleave struct {
+	lease.Store
+	setStart, afterSetStart func(shardID string)
+	getMany                 func(read func())
+	getGeneration           func()
+}
+
+func (s *interleave) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
+	if s.setStart != nil {
+		s.setStart(shardID)
+	}
+	changed, err := s.Store.SetStart(ctx, stream, shardID, st)
+	if s.afterSetStart != nil {
+		s.afterSetStart(shardID)
+	}
+	return changed, err
+}
+
+func (s *interleave) GetMany(ctx context.Context, stream string, ids []string) (rows map[string]lease.Lease, err error) {
+	read := func() { rows, err = s.Store.GetMany(ctx, stream, ids) }
+	if s.getMany == nil {
+		read()
+	} else {
+		s.getMany(read)
+	}
+	return rows, err
+}
+
+func (s *interleave) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	if s.getGeneration != nil {
+		s.getGeneration()
+	}
+	return s.Store.GetGeneration(ctx, stream)
+}
+
 func shardsOf(loops []coordinator.Loop) []string {
 	var ids []string
 	for _, l := range loops {
