@@ -160,6 +160,16 @@ type shardState struct {
 	// late is the order of the generation whose start was recorded on the
 	// shard although its listing did not hold it (checker.late); 0: none.
 	late int64
+	// void are the generations that recorded a rule for the shard and were
+	// superseded before their start reached its row, by a generation that
+	// keeps the row as it is: the row does not read under them (unless
+	// their start lands after all, see setStart).
+	void map[int64]bool
+	// kept is the newest generation that listed the shard and kept its row
+	// as it was (a sequence start of another shard, a default generation
+	// over an existing row): the row reads under it, by the rule of the
+	// generation that last changed it.
+	kept int64
 	// row is the rule the row was last reset under (nil: cfg's), the one
 	// checkpoints are checked against.
 	row *rule
@@ -386,12 +396,26 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	// (or, for a loop its coordinator started while a generation was being
 	// applied, that generation).
 	order := s.applied
+	if s.kept > order && !(s.cfg != nil && s.cfg.order > s.kept) {
+		order = s.kept
+	}
 	switch {
 	case order != 0:
 	case s.cfg != nil && (c.early[lease.LoopOwner(owner)] || pending && lease.LoopOwner(owner) == owner):
 		order = s.cfg.order // a loop started early (B1), under the generation being applied
 	default:
 		order = s.created
+	}
+	if order == 0 {
+		// A child that appeared before its incarnation's first generation
+		// was recorded (a reshard of a stream created again, listed after
+		// the generation began) reads under the generation that reached
+		// its parents.
+		for _, p := range s.parents {
+			if ps := c.sh[shardKey{k.inc, p}]; ps != nil {
+				order = max(order, ps.applied)
+			}
+		}
 	}
 	parents := true
 	for _, p := range s.parents {
@@ -434,6 +458,16 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 		s := c.shard(shardKey{inc, id})
 		r, changes := c.ruleFor(g, id, rows[id], tip, tipOK, s)
 		if !changes {
+			s.kept = max(s.kept, g.Order)
+			if s.cfg != nil && s.cfg.order > s.applied && s.cfg.order < g.Order {
+				// The generation before this one had not reached the row,
+				// and this one keeps the row as it is: the newest wins.
+				if s.void == nil {
+					s.void = map[int64]bool{}
+				}
+				s.void[s.cfg.order] = true
+				s.cfg, s.cfgEpoch = s.row, s.epoch
+			}
 			continue
 		}
 		rules[id] = r
@@ -456,7 +490,7 @@ func (c *checker) ruleAt(s *shardState, o int64) *rule {
 		if c.ruleInc[o] != s.key.inc {
 			continue
 		}
-		if r, ok := c.rules[o][s.key.id]; ok {
+		if r, ok := c.rules[o][s.key.id]; ok && !s.void[o] {
 			return &r
 		}
 		if r, ok := c.late[o]; ok && s.late == o {
@@ -541,6 +575,12 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	if r, ok := c.rules[st.Order][shardID]; ok {
 		rr := r
 		s.row = &rr
+		if s.void[st.Order] {
+			// Superseded before it reached the row, its start landed after
+			// all: the row reads under it.
+			delete(s.void, st.Order)
+			s.cfg = &rr
+		}
 		if s.cfg != nil && s.cfg.order == r.order {
 			s.cfgEpoch = s.epoch
 		}
