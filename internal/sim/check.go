@@ -406,11 +406,12 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	default:
 		order = s.created
 	}
-	if order == 0 {
-		// A child that appeared before its incarnation's first generation
-		// was recorded (a reshard of a stream created again, listed after
-		// the generation began) reads under the generation that reached
-		// its parents.
+	if !pending {
+		// A child no newer generation is on its way to reads under the
+		// newest generation that reached its parents: it may have appeared
+		// after that generation's listing, or before the incarnation's
+		// first generation was recorded (a reshard of a stream created
+		// again).
 		for _, p := range s.parents {
 			if ps := c.sh[shardKey{k.inc, p}]; ps != nil {
 				order = max(order, ps.applied)
@@ -420,7 +421,11 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	parents := true
 	for _, p := range s.parents {
 		ps := c.sh[shardKey{k.inc, p}]
-		parents = parents && ps != nil && ps.endEpoch >= 0 && ps.endEpoch == ps.epoch
+		// Read to its end in its epoch, or in the one before when a newer
+		// generation than the one this run reads under re-opened it since
+		// (the run delivers under the old generation until it is revoked).
+		parents = parents && ps != nil && ps.endEpoch >= 0 &&
+			(ps.endEpoch == ps.epoch || (ps.applied > order && ps.endEpoch == ps.epoch-1))
 	}
 	c.curRun[run+"|"+k.String()] = owner
 	c.runs[run+"|"+k.String()] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
