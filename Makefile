@@ -46,16 +46,23 @@ test-go: deps ## go test -race ./... (starts the emulators itself)
 	$(GO) test -race -count=1 -timeout 40m ./...
 	cd $(BENCHPLOTS) && $(GO) test -count=1 ./...
 
-# make test: how many simulated worlds beside the fixed regression worlds
-# (which go test runs), and from which seed. Fixed by default, so that a run
-# judges the change and not the draw (fresh ranges still find open bugs in
-# about 1 world of 400: docs/benchmarks.md); CI_FIRST=fresh draws a new
-# range, printed with the command that replays it.
+# make test: how many simulated worlds beside the regression worlds (which
+# go test runs), and from which seed. By default (commit) the range is drawn
+# from the commit checked out: every change meets worlds no earlier run
+# met, and running make test again on the same commit meets the same ones,
+# so a red run is the change's and replays exactly. CI_FIRST=fresh draws a
+# new range each run; CI_FIRST=S starts at seed S. The range is printed with
+# the command that replays it.
 CI_SEEDS ?= 120
-CI_FIRST ?= 100001
+CI_FIRST ?= commit
 
-test: deps lint test-go ## Everything CI runs: lint, go test -race, 120 simulated worlds (CI_FIRST=fresh: a new range), infra tests and template checks
-	@first=$(CI_FIRST); if [ "$$first" = fresh ]; then first=$$(( (RANDOM << 15 | RANDOM) + 2000000 )); fi; \
+test: deps lint test-go ## Everything CI runs: lint, go test -race, 120 simulated worlds (a range drawn from the commit), infra tests and template checks
+	@first=$(CI_FIRST); \
+	  if [ "$$first" = commit ]; then \
+	    head=$$(git rev-parse --verify --quiet HEAD 2>/dev/null); \
+	    if [ -n "$$head" ]; then first=$$(( 0x$${head:0:7} + 2000000 )); else first=fresh; fi; \
+	  fi; \
+	  if [ "$$first" = fresh ]; then first=$$(( (RANDOM << 15 | RANDOM) + 2000000 )); fi; \
 	  echo "sim: $(CI_SEEDS) worlds from seed $$first (replay the range: make sim SEEDS=$(CI_SEEDS) FIRST=$$first)"; \
 	  $(MAKE) --no-print-directory sim SEEDS=$(CI_SEEDS) FIRST=$$first
 	@if $(MAKE) -n test-infra >/dev/null 2>&1; then $(MAKE) --no-print-directory test-infra; fi
