@@ -214,17 +214,7 @@ func TestPass_FutureTimestampStartCoversChildrenOfALaterSplit(t *testing.T) {
 	store := memStore(t)
 	start := "timestamp:" + strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
 	c := newCoordinator(t, sub(stream, start), store, kc, &recorder{})
-	first := pass(t, c)
-	if got := shardsOf(first.Started); !slices.Equal(got, []string{"shardId-000000000000"}) {
-		t.Fatalf("started %v, want the one shard", got)
-	}
-	splitShard(t, kc, stream, "shardId-000000000000")
-	settle(t, store, first.Started, lease.ShardEnd)
-	for _, l := range first.Started {
-		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readParentThenSplit(t, c, kc, store, stream)
 	res := pass(t, c)
 	if got := shardsOf(res.Started); !slices.Equal(got, []string{"shardId-000000000001", "shardId-000000000002"}) {
 		t.Fatalf("started %v, want the children", got)
@@ -240,14 +230,7 @@ func TestPass_FutureTimestampStartCoversChildrenOfALaterSplit(t *testing.T) {
 	// were all created after it.
 	later := newStream(t, kc, 1)
 	c2 := newCoordinator(t, sub(later, "timestamp:"+strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)), store, kc, &recorder{})
-	first = pass(t, c2)
-	splitShard(t, kc, later, "shardId-000000000000")
-	settle(t, store, first.Started, lease.ShardEnd)
-	for _, l := range first.Started {
-		if err := store.Release(t.Context(), later, l.ShardID, l.Owner, lease.Handover{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readParentThenSplit(t, c2, kc, store, later)
 	pass(t, c2)
 	if r := rowsOf(t, store, later)["shardId-000000000001"]; r.Start != "" {
 		t.Fatalf("child under a past start = %+v, want no start of its own", r)
@@ -265,14 +248,7 @@ func TestPass_RowsReadWhileAnotherCoordinatorAppliesAGenerationAreReadAgain(t *t
 	kc := testaws.Kinesis(t)
 	stream := newStream(t, kc, 1)
 	ms := memStore(t)
-	first := pass(t, newCoordinator(t, sub(stream, "latest"), ms, kc, &recorder{}))
-	splitShard(t, kc, stream, "shardId-000000000000")
-	settle(t, ms, first.Started, lease.ShardEnd)
-	for _, l := range first.Started {
-		if err := ms.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readParentThenSplit(t, newCoordinator(t, sub(stream, "latest"), ms, kc, &recorder{}), kc, ms, stream)
 	children := pass(t, newCoordinator(t, sub(stream, "latest"), ms, kc, &recorder{}))
 	if len(children.Started) != 2 {
 		t.Fatalf("started %v, want both children", shardsOf(children.Started))
@@ -358,6 +334,26 @@ func (s *interleave) GetGeneration(ctx context.Context, stream string) (lease.Ge
 		s.getGeneration()
 	}
 	return s.Store.GetGeneration(ctx, stream)
+}
+
+// readParentThenSplit passes once with c over a one-shard stream, splits the
+// shard, and has the started loop read it to its end and release it, as its
+// reader would: the pass that follows finds a finished parent and two free
+// children.
+func readParentThenSplit(t *testing.T, c *coordinator.Coordinator, kc *kinesis.Client, store lease.Store, stream string) coordinator.StreamResult {
+	t.Helper()
+	first := pass(t, c)
+	if got := shardsOf(first.Started); !slices.Equal(got, []string{"shardId-000000000000"}) {
+		t.Fatalf("started %v, want the one shard", got)
+	}
+	splitShard(t, kc, stream, "shardId-000000000000")
+	settle(t, store, first.Started, lease.ShardEnd)
+	for _, l := range first.Started {
+		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return first
 }
 
 func shardsOf(loops []coordinator.Loop) []string {
