@@ -251,24 +251,51 @@ const (
 
 // Deliver implements Target.
 func (t *LambdaTarget) Deliver(ctx context.Context, b Batch) (int, error) {
-	seqs := make([]string, len(b.Records))
-	sizes := make([]int, len(b.Records))
-	parts := make([][]byte, len(b.Records))
+	if len(b.Records) == 0 {
+		return 0, nil
+	}
+	parts, seqs, err := t.encode(b, len(eventTail))
+	if err != nil {
+		return 0, err
+	}
+	tail := []byte(eventTail)
+	return t.split(b.ShardID, parts, seqs, func() []byte { return tail }, func(payload []byte, seqs []string) (int, error) {
+		return t.invoke(ctx, payload, seqs)
+	})
+}
+
+// encode marshals each record of b once, for requests split at
+// MaxPayload, and refuses a record that does not fit in a request alone,
+// between the event's head and a tail of tailLen bytes.
+func (t *LambdaTarget) encode(b Batch, tailLen int) (parts [][]byte, seqs []string, err error) {
+	parts, seqs = make([][]byte, len(b.Records)), make([]string, len(b.Records))
 	for i := range b.Records {
 		r := t.record(b, i)
 		p, err := json.Marshal(r)
 		if err != nil {
-			return 0, fmt.Errorf("reader: marshal record %s: %w", r.EventID, err)
+			return nil, nil, fmt.Errorf("reader: marshal record %s: %w", r.EventID, err)
 		}
-		parts[i], sizes[i], seqs[i] = p, len(p), r.Kinesis.SequenceNumber
-		if n := len(eventHead) + len(p) + len(eventTail); n > t.opts.MaxPayload {
-			return 0, &RecordTooLargeError{ShardID: b.ShardID, Seq: r.Kinesis.SequenceNumber, Size: n, Limit: t.opts.MaxPayload}
+		parts[i], seqs[i] = p, r.Kinesis.SequenceNumber
+		if n := len(eventHead) + len(p) + tailLen; n > t.opts.MaxPayload {
+			return nil, nil, &RecordTooLargeError{ShardID: b.ShardID, Seq: r.Kinesis.SequenceNumber, Size: n, Limit: t.opts.MaxPayload}
 		}
 	}
-	for start := 0; start < len(parts); {
-		end, size := start, len(eventHead)+len(eventTail)
+	return parts, seqs, nil
+}
+
+// split sends the records parts (whose sequence numbers are seqs) in
+// order, as many to a request as fit in MaxPayload between the event's head
+// and tail() (asked again for each request: a window's state changes), each
+// by send, which returns how many of the request's records settled. It
+// stops at the first request not wholly settled and returns how many
+// records settled. With no records it sends one request (a window's final
+// invocation).
+func (t *LambdaTarget) split(shardID string, parts [][]byte, seqs []string, tail func() []byte, send func(payload []byte, seqs []string) (int, error)) (int, error) {
+	for start := 0; start == 0 || start < len(parts); {
+		tl := tail()
+		end, size := start, len(eventHead)+len(tl)
 		for end < len(parts) {
-			add := sizes[end]
+			add := len(parts[end])
 			if end > start {
 				add++ // comma
 			}
@@ -277,6 +304,11 @@ func (t *LambdaTarget) Deliver(ctx context.Context, b Batch) (int, error) {
 			}
 			size += add
 			end++
+		}
+		if end == start && start < len(parts) {
+			// The tail grew (a window's state) so that the next record no
+			// longer fits with it.
+			return start, &RecordTooLargeError{ShardID: shardID, Seq: seqs[start], Size: size + len(parts[start]), Limit: t.opts.MaxPayload}
 		}
 		var buf bytes.Buffer
 		buf.Grow(size)
@@ -287,9 +319,9 @@ func (t *LambdaTarget) Deliver(ctx context.Context, b Batch) (int, error) {
 			}
 			buf.Write(parts[i])
 		}
-		buf.WriteString(eventTail)
-		n, err := t.invoke(ctx, buf.Bytes(), seqs[start:end])
-		if err != nil || n < end-start {
+		buf.Write(tl)
+		n, err := send(buf.Bytes(), seqs[start:end])
+		if err != nil || n < end-start || end == len(parts) {
 			return start + n, err
 		}
 		start = end

@@ -25,63 +25,22 @@ import (
 // trigger counts it. A batch over MaxPayload is split into requests sent in
 // order, each with the state the previous one returned.
 func (t *LambdaTarget) DeliverWindow(ctx context.Context, b WindowBatch) (int, json.RawMessage, error) {
-	seqs := make([]string, len(b.Records))
-	sizes := make([]int, len(b.Records))
-	parts := make([][]byte, len(b.Records))
 	state := b.State
 	if !hasState(state) {
 		state = emptyState
 	}
-	tail := func(st json.RawMessage) []byte { return windowTail(b, st) }
-	for i := range b.Records {
-		r := t.record(b.Batch, i)
-		p, err := json.Marshal(r)
-		if err != nil {
-			return 0, nil, fmt.Errorf("reader: marshal record %s: %w", r.EventID, err)
-		}
-		parts[i], sizes[i], seqs[i] = p, len(p), r.Kinesis.SequenceNumber
-		if n := len(eventHead) + len(p) + len(tail(state)); n > t.opts.MaxPayload {
-			return 0, nil, &RecordTooLargeError{ShardID: b.ShardID, Seq: r.Kinesis.SequenceNumber, Size: n, Limit: t.opts.MaxPayload}
-		}
+	parts, seqs, err := t.encode(b.Batch, len(windowTail(b, state)))
+	if err != nil {
+		return 0, nil, err
 	}
-	for start := 0; start == 0 || start < len(parts); {
-		tl := tail(state)
-		end, size := start, len(eventHead)+len(tl)
-		for end < len(parts) {
-			add := sizes[end]
-			if end > start {
-				add++ // comma
-			}
-			if size+add > t.opts.MaxPayload {
-				break
-			}
-			size += add
-			end++
-		}
-		if end == start && start < len(parts) {
-			// The state grew so that the next record no longer fits with it.
-			return start, state, &RecordTooLargeError{ShardID: b.ShardID, Seq: seqs[start], Size: size + sizes[start], Limit: t.opts.MaxPayload}
-		}
-		var buf bytes.Buffer
-		buf.Grow(size)
-		buf.WriteString(eventHead)
-		for i := start; i < end; i++ {
-			if i > start {
-				buf.WriteByte(',')
-			}
-			buf.Write(parts[i])
-		}
-		buf.Write(tl)
-		n, st, err := t.invokeWindow(ctx, buf.Bytes(), seqs[start:end])
+	n, err := t.split(b.ShardID, parts, seqs, func() []byte { return windowTail(b, state) }, func(payload []byte, seqs []string) (int, error) {
+		n, st, err := t.invokeWindow(ctx, payload, seqs)
 		if n > 0 || err == nil {
 			state = st
 		}
-		if err != nil || n < end-start || end == len(parts) {
-			return start + n, state, err
-		}
-		start = end
-	}
-	return len(parts), state, nil
+		return n, err
+	})
+	return n, state, err
 }
 
 // windowTail closes the Records array and writes the window's fields.
