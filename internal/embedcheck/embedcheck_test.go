@@ -1,0 +1,230 @@
+// Package embedcheck holds one test: no struct type in the module's
+// non-test code embeds an interface it does not fully implement itself.
+//
+// A decorator that embeds an interface forwards every method it does not
+// declare, so a method added to the interface later passes straight
+// through it: the compiler cannot tell what the decorator forgot (a killed
+// loop's dead store let CheckpointWindow through; the simulator's Lambda
+// shape hid a renewal that carries a checkpoint). A wrapper that declares
+// every method of the interface it wraps breaks its build instead when the
+// interface grows. The test type-checks every package of the module with
+// go/types, importing the packages it depends on from the export data go
+// list builds, and names each embedding with the methods it leaves to the
+// embedded value.
+package embedcheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// listed is what go list says of one package.
+type listed struct {
+	ImportPath string
+	Dir        string
+	Export     string
+	GoFiles    []string
+	Standard   bool
+	Module     *struct{ Main bool }
+	Error      *struct{ Err string }
+}
+
+// finding is one struct type that embeds an interface and leaves some of
+// its methods to the embedded value.
+type finding struct {
+	Pos     string // file:line of the embedded field, relative to the module
+	Type    string // the struct type, package-qualified
+	Embeds  string // the embedded interface
+	Missing []string
+}
+
+func (f finding) String() string {
+	return fmt.Sprintf("%s: %s embeds %s and does not declare %s", f.Pos, f.Type, f.Embeds, strings.Join(f.Missing, ", "))
+}
+
+func TestNoStructEmbedsAnInterfaceItDoesNotImplement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the whole module")
+	}
+	root := moduleRoot(t)
+	pkgs := goList(t, root)
+	found, err := check(root, pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range found {
+		if known[f.Type] {
+			seen[f.Type] = true
+			t.Logf("known, to be fixed: %s", f)
+			continue
+		}
+		t.Errorf("%s\n\tdeclare them on the wrapper (forwarding the ones it does not mean to change), or embed a smaller interface it implements whole", f)
+	}
+	for typ := range known {
+		if !seen[typ] {
+			t.Errorf("%s no longer embeds an interface it does not implement: take it off the known list", typ)
+		}
+	}
+}
+
+// known are the wrappers that embedded an interface they did not implement
+// when this check was written; each is taken off as it is fixed.
+var known = map[string]bool{
+	"main.checkedValue":       true,
+	"faults.Store":            true,
+	"handlers.requestHandler": true,
+	"sim.deadStore":           true,
+	"lease.lagStore":          true,
+	"runner.deadStore":        true,
+}
+
+// moduleRoot is the directory of the module's go.mod.
+func moduleRoot(t *testing.T) string {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatal("not in a module")
+	}
+	return filepath.Dir(gomod)
+}
+
+// goList lists the module's packages and every package they import, with
+// the export data of each (go list -export builds what is not cached).
+func goList(t *testing.T, root string) []listed {
+	cmd := exec.Command("go", "list", "-e", "-deps", "-export", "-json=ImportPath,Dir,Export,GoFiles,Standard,Module,Error", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list %s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// check type-checks the module's packages among pkgs from source and
+// returns what they embed without implementing, ordered by position.
+func check(root string, pkgs []listed) ([]finding, error) {
+	exports := map[string]string{}
+	for _, p := range pkgs {
+		exports[p.ImportPath] = p.Export
+	}
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok || file == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(file)
+	})
+	var found []finding
+	for _, p := range pkgs {
+		if p.Standard || p.Module == nil || !p.Module.Main {
+			continue
+		}
+		var files []*ast.File
+		for _, name := range p.GoFiles {
+			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, f)
+		}
+		info := &types.Info{Defs: map[*ast.Ident]types.Object{}}
+		conf := types.Config{Importer: imp}
+		if _, err := conf.Check(p.ImportPath, fset, files, info); err != nil {
+			return nil, fmt.Errorf("type-check %s: %w", p.ImportPath, err)
+		}
+		for _, obj := range info.Defs {
+			tn, ok := obj.(*types.TypeName)
+			if !ok || tn.IsAlias() {
+				continue
+			}
+			found = append(found, embeddings(root, fset, tn)...)
+		}
+	}
+	slices.SortFunc(found, func(a, b finding) int { return strings.Compare(a.Pos, b.Pos) })
+	return found, nil
+}
+
+// embeddings are the interfaces the struct type tn names embeds with
+// methods tn does not declare itself (on T or *T).
+func embeddings(root string, fset *token.FileSet, tn *types.TypeName) []finding {
+	named, ok := tn.Type().(*types.Named)
+	if !ok {
+		return nil
+	}
+	st, ok := named.Underlying().(*types.Struct)
+	if !ok {
+		return nil
+	}
+	declared := map[string]bool{}
+	for m := range named.Methods() {
+		declared[m.Name()] = true
+	}
+	var found []finding
+	for i := range st.NumFields() {
+		field := st.Field(i)
+		if !field.Embedded() {
+			continue
+		}
+		iface, ok := field.Type().Underlying().(*types.Interface)
+		if !ok {
+			continue
+		}
+		var missing []string
+		for m := range iface.Methods() {
+			if !declared[m.Name()] {
+				missing = append(missing, m.Name())
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		slices.Sort(missing)
+		pos := fset.Position(field.Pos())
+		file := pos.Filename
+		if rel, err := filepath.Rel(root, file); err == nil {
+			file = rel
+		}
+		found = append(found, finding{
+			Pos:     fmt.Sprintf("%s:%d", filepath.ToSlash(file), pos.Line),
+			Type:    tn.Pkg().Name() + "." + tn.Name(),
+			Embeds:  types.TypeString(field.Type(), types.RelativeTo(tn.Pkg())),
+			Missing: missing,
+		})
+	}
+	return found
+}
