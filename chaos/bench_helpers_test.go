@@ -235,8 +235,8 @@ func (s *eventStore) Renew(ctx context.Context, stream, shardID, owner string, r
 	return l, err
 }
 
-func (s *eventStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
-	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+func (s *eventStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
+	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 	s.e.mu.Lock()
 	s.e.calls["reader.Checkpoint"]++
 	if err == nil && seq == lease.ShardEnd {

@@ -917,40 +917,41 @@ var conformanceCases = []struct {
 			t.Fatalf("reset to an empty position: err = %v, want ErrInvalid", err)
 		}
 	}},
-	{"CheckpointWithLagRecordsLagUntilTheNext", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		lc, ok := s.(lease.LagCheckpointer)
-		if !ok {
-			t.Fatalf("%T is not a LagCheckpointer", s)
-		}
+	{"CheckpointWithMillisBehindRecordsLagUntilTheNext", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
 		got, _ := s.Get(ctx, stream, "s1")
 		if !got.LagAt.IsZero() {
 			t.Fatalf("fresh row has lag recorded at %v", got.LagAt)
 		}
-		l, err := lc.CheckpointWithLag(ctx, stream, "s1", "A", "10", 1234)
+		l, err := s.Checkpoint(ctx, stream, "s1", "A", "10", lease.WithMillisBehind(1234))
 		must(t, err)
 		if l.Checkpoint != "10" || l.MillisBehind != 1234 || !l.LagAt.Equal(clock.Now()) || !l.StartApplied {
 			t.Fatalf("checkpoint with lag = %+v", l)
 		}
 		clock.Advance(time.Second)
-		noErr(t)(lc.CheckpointWithLag(ctx, stream, "s1", "A", "11", 0))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "11", lease.WithMillisBehind(0)))
 		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "12"))
 		got, err = s.Get(ctx, stream, "s1")
 		must(t, err)
 		if got.Checkpoint != "12" || got.MillisBehind != 0 || !got.LagAt.Equal(clock.Now()) {
 			t.Fatalf("after lag 0 and a plain checkpoint = %+v, want lag 0 recorded at now", got)
 		}
-		if _, err := lc.CheckpointWithLag(ctx, stream, "s1", "B", "13", 5); !errors.Is(err, lease.ErrNotOwner) {
+		if _, err := s.Checkpoint(ctx, stream, "s1", "B", "13", lease.WithMillisBehind(5)); !errors.Is(err, lease.ErrNotOwner) {
 			t.Fatalf("checkpoint with lag by B: err = %v, want ErrNotOwner", err)
 		}
+		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "13", lease.WithMillisBehind(-1)); !errors.Is(err, lease.ErrInvalid) {
+			t.Fatalf("checkpoint with a negative lag: err = %v, want ErrInvalid", err)
+		}
 	}},
-	{"WithLagWritesTheLagOfTheShard", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		ws := lease.WithLag(s, func(st, shard string) (int64, bool) { return 700, st == stream && shard == "s1" })
-		noErr(t)(ws.Take(ctx, stream, "s1", "A"))
-		noErr(t)(ws.Take(ctx, stream, "s2", "A"))
-		noErr(t)(ws.Checkpoint(ctx, stream, "s1", "A", "1"))
-		noErr(t)(ws.Checkpoint(ctx, stream, "s2", "A", "1"))
-		rows, err := ws.List(ctx, stream)
+	{"HolderWithLagWritesTheLagOfItsShard", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		lag := func(st, shard string) (int64, bool) { return 700, st == stream && shard == "s1" }
+		for _, shard := range []string{"s1", "s2"} {
+			h, _, err := lease.Hold(ctx, lease.HolderOptions{Store: s, Stream: stream, ShardID: shard, Owner: "A", Clock: clock.Now, Lag: lag})
+			must(t, err)
+			noErr(t)(h.Checkpoint(ctx, "1"))
+			h.Close()
+		}
+		rows, err := s.List(ctx, stream)
 		must(t, err)
 		if len(rows) != 2 || rows[0].MillisBehind != 700 || rows[0].LagAt.IsZero() || !rows[1].LagAt.IsZero() {
 			t.Fatalf("rows = %+v, want lag 700 on s1 only", rows)

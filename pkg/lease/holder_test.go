@@ -60,14 +60,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (s *slowStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (s *slowStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	s.mu.Lock()
 	s.written = append(s.written, seq)
 	s.mu.Unlock()
-	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }
 
-func newHolder(t *testing.T, s lease.Store, clock func() time.Time) *lease.Holder {
+func newHolder(t *testing.T, s lease.HolderStore, clock func() time.Time) *lease.Holder {
 	t.Helper()
 	h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: s, Stream: stream, ShardID: "s1", Owner: "A", Clock: clock})
 	must(t, err)
@@ -288,9 +288,9 @@ func (c *countingStore) Renew(ctx context.Context, stream, shardID, owner string
 	return c.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
-func (c *countingStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (c *countingStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	c.count("checkpoint")
-	return c.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return c.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }
 
 // TestHolder_SettledCheckpointsRideOnTheRenewals: a busy shard settling
@@ -538,8 +538,8 @@ type answerLostStore struct {
 
 var errAnswerLost = errors.New("answer lost")
 
-func (s *answerLostStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
-	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+func (s *answerLostStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
+	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.lose[seq] {
@@ -572,6 +572,50 @@ func TestHolder_LostAnswersAroundShardEndNeverMoveItBack(t *testing.T) {
 		synctest.Wait()
 		if row, _ := mem.Get(t.Context(), stream, "s1"); !row.Finished() {
 			t.Fatalf("row checkpoint %q after renewals, want SHARD_END kept", row.Checkpoint)
+		}
+	})
+}
+
+// TestHolder_RecordsTheLagWithEveryCheckpointItWrites: HolderOptions.Lag
+// rides on a renewal that carries a checkpoint and on a checkpoint of its
+// own, a negative lag as 0; a renewal carrying none records none.
+func TestHolder_RecordsTheLagWithEveryCheckpointItWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		var mu sync.Mutex
+		lag := int64(300)
+		h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "A",
+			Lag: func(st, shard string) (int64, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				return lag, st == stream && shard == "s1"
+			}})
+		must(t, err)
+		t.Cleanup(h.Close)
+		go h.KeepAlive(t.Context())
+		h.Settle("10")
+		time.Sleep(lease.DefaultRenewInterval + time.Millisecond) // 10 rides on a renewal
+		synctest.Wait()
+		row, _ := mem.Get(t.Context(), stream, "s1")
+		if row.Checkpoint != "10" || row.MillisBehind != 300 || row.LagAt.IsZero() {
+			t.Fatalf("after a renewal carrying 10: row %+v, want checkpoint 10 with lag 300", row)
+		}
+		mu.Lock()
+		lag = -5
+		mu.Unlock()
+		noErr(t)(h.Checkpoint(t.Context(), "11"))
+		row, _ = mem.Get(t.Context(), stream, "s1")
+		if row.Checkpoint != "11" || row.MillisBehind != 0 {
+			t.Fatalf("after a checkpoint with lag -5: row %+v, want checkpoint 11 with lag 0", row)
+		}
+		at := row.LagAt
+		mu.Lock()
+		lag = 900
+		mu.Unlock()
+		time.Sleep(lease.DefaultRenewInterval + time.Millisecond) // a renewal carrying nothing
+		synctest.Wait()
+		if row, _ = mem.Get(t.Context(), stream, "s1"); row.MillisBehind != 0 || !row.LagAt.Equal(at) {
+			t.Fatalf("after a renewal carrying no checkpoint: row %+v, want the lag as it was", row)
 		}
 	})
 }

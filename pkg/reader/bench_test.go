@@ -118,10 +118,10 @@ func (s *slowStore) Renew(ctx context.Context, stream, shard, owner string, rn l
 	return s.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
-func (s *slowStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *slowStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	s.calls.Add(1)
 	s.ckpt.wait(s.write)
-	return s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 }
 
 func (s *slowStore) Release(ctx context.Context, stream, shard, owner string, ho lease.Handover) error {

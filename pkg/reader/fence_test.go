@@ -104,11 +104,11 @@ func (p *partitionedStore) Renew(ctx context.Context, stream, shardID, owner str
 	return p.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
-func (p *partitionedStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (p *partitionedStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if p.off(owner) {
 		return lease.Lease{}, errPartitioned
 	}
-	return p.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return p.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }
 
 func (p *partitionedStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {

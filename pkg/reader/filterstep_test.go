@@ -129,7 +129,7 @@ type passStore struct {
 	breaches []string
 }
 
-func (s *passStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *passStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	for _, r := range s.m.seqs {
 		if (seq == lease.ShardEnd || !seqLess(seq, r)) && s.passing[r] && !s.tgt.isSettled(r) {
 			s.mu.Lock()
@@ -138,7 +138,7 @@ func (s *passStore) Checkpoint(ctx context.Context, stream, shard, owner, seq st
 			break
 		}
 	}
-	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 	if err == nil {
 		s.mu.Lock()
 		s.written = append(s.written, seq)

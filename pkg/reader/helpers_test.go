@@ -331,11 +331,11 @@ func (s *spyStore) Renew(ctx context.Context, stream, shard, owner string, rn le
 	return s.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
-func (s *spyStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *spyStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if err := s.record("checkpoint " + seq); err != nil {
 		return lease.Lease{}, err
 	}
-	return s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 }
 
 // Release records "release", or "handback" for a run handing the row

@@ -288,7 +288,7 @@ func (c *countingLeaseStore) Renew(ctx context.Context, stream, shardID, owner s
 	return c.MemoryStore.Renew(ctx, stream, shardID, owner, rn)
 }
 
-func (c *countingLeaseStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (c *countingLeaseStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	c.inc()
-	return c.MemoryStore.Checkpoint(ctx, stream, shardID, owner, seq)
+	return c.MemoryStore.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }

@@ -196,7 +196,7 @@ type ruleStore struct {
 	breaches []string
 }
 
-func (s *ruleStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *ruleStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	for _, r := range s.m.seqs {
 		if (seq == lease.ShardEnd || !seqLess(seq, r)) && !s.tgt.settled(r) {
 			s.mu.Lock()
@@ -205,7 +205,7 @@ func (s *ruleStore) Checkpoint(ctx context.Context, stream, shard, owner, seq st
 			break
 		}
 	}
-	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 	if err == nil {
 		s.mu.Lock()
 		s.written = append(s.written, seq)

@@ -42,11 +42,11 @@ func (c *crashable) Renew(ctx context.Context, stream, shard, owner string, rn l
 	}
 	return c.Store.Renew(ctx, stream, shard, owner, rn)
 }
-func (c *crashable) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (c *crashable) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if c.dead() {
 		return lease.Lease{}, errCrashed
 	}
-	return c.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return c.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 }
 func (c *crashable) Pin(ctx context.Context, stream, shard, owner, start string) (lease.Lease, error) {
 	if c.dead() {

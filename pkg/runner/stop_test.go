@@ -302,11 +302,11 @@ func (f *failingRenewals) Renew(ctx context.Context, stream, shard, owner string
 	return f.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
-func (f *failingRenewals) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (f *failingRenewals) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if f.failing(shard) {
 		return lease.Lease{}, errDropped
 	}
-	return f.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return f.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 }
 
 // A loop whose renewals keep failing stops, presuming its lease lost, and
