@@ -198,11 +198,81 @@ func embeddings(root string, fset *token.FileSet, tn *types.TypeName) []finding 
 			file = rel
 		}
 		found = append(found, finding{
-			Pos:     fmt.Sprintf("%s:%d", filepath.ToSlash(file), pos.Line),
-			Type:    tn.Pkg().Name() + "." + tn.Name(),
-			Embeds:  types.TypeString(field.Type(), types.RelativeTo(tn.Pkg())),
+			Pos:  fmt.Sprintf("%s:%d", filepath.ToSlash(file), pos.Line),
+			Type: tn.Pkg().Name() + "." + tn.Name(),
+			Embeds: types.TypeString(field.Type(), func(p *types.Package) string {
+				if p == tn.Pkg() {
+					return ""
+				}
+				return p.Name()
+			}),
 			Missing: missing,
 		})
 	}
 	return found
+}
+
+// TestEmbeddings_NamesWhatAWrapperLeavesToTheEmbeddedValue holds the check
+// itself to its rule on a package written for it: an embedding is named
+// with the methods the struct does not declare (on T or *T), and only an
+// embedded interface counts.
+func TestEmbeddings_NamesWhatAWrapperLeavesToTheEmbeddedValue(t *testing.T) {
+	const src = `package p
+
+type Store interface {
+	Take() error
+	Renew() error
+	Window() error
+}
+
+type Small interface{ Take() error }
+
+// forgets embeds Store and declares two of its three methods.
+type forgets struct{ Store }
+
+func (forgets) Take() error   { return nil }
+func (*forgets) Renew() error { return nil }
+
+// whole declares every method of what it embeds.
+type whole struct{ Small }
+
+func (whole) Take() error { return nil }
+
+// field holds the store as a field: nothing is forwarded unseen.
+type field struct{ s Store }
+
+// inner embeds a struct, not an interface.
+type inner struct{ whole }
+
+func f() {
+	// local cannot declare methods: all of Small is forwarded.
+	type local struct{ Small }
+	_ = local{}
+}
+`
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := &types.Info{Defs: map[*ast.Ident]types.Object{}}
+	if _, err := (&types.Config{}).Check("p", fset, []*ast.File{file}, info); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, obj := range info.Defs {
+		if tn, ok := obj.(*types.TypeName); ok {
+			for _, f := range embeddings("", fset, tn) {
+				got = append(got, f.String())
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{
+		"p.go:12: p.forgets embeds Store and does not declare Window",
+		"p.go:30: p.local embeds Small and does not declare Take",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
