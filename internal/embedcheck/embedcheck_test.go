@@ -11,12 +11,17 @@
 // go/types, importing the packages it depends on from the export data go
 // list builds, and names each embedding with the methods it leaves to the
 // embedded value.
+//
+// Test code is not checked by default: the test packages' own wrappers of
+// lease stores and of the Kinesis client (about 25) still embed what they
+// wrap. -embedcheck.tests lists them.
 package embedcheck
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -32,12 +37,21 @@ import (
 	"testing"
 )
 
+// withTests extends the check to the module's _test.go files:
+//
+//	go test ./internal/embedcheck -run Module -args -embedcheck.tests
+//
+// Test wrappers still embed the interfaces they wrap (see the package
+// doc); the flag lists them.
+var withTests = flag.Bool("embedcheck.tests", false, "check the module's _test.go files too")
+
 // listed is what go list says of one package.
 type listed struct {
 	ImportPath string
 	Dir        string
 	Export     string
 	GoFiles    []string
+	ImportMap  map[string]string // for a test's packages: an import path to the variant it is
 	Standard   bool
 	Module     *struct{ Main bool }
 	Error      *struct{ Err string }
@@ -56,7 +70,7 @@ func (f finding) String() string {
 	return fmt.Sprintf("%s: %s embeds %s and does not declare %s", f.Pos, f.Type, f.Embeds, strings.Join(f.Missing, ", "))
 }
 
-func TestNoStructEmbedsAnInterfaceItDoesNotImplement(t *testing.T) {
+func TestModule_NoStructEmbedsAnInterfaceItDoesNotImplement(t *testing.T) {
 	if testing.Short() {
 		t.Skip("type-checks the whole module")
 	}
@@ -84,10 +98,16 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(gomod)
 }
 
-// goList lists the module's packages and every package they import, with
-// the export data of each (go list -export builds what is not cached).
+// goList lists the module's packages (with -embedcheck.tests, their
+// tests' packages too: a package compiled with its _test.go files, an
+// external test package) and every package they import, with the export
+// data of each (go list -export builds what is not cached).
 func goList(t *testing.T, root string) []listed {
-	cmd := exec.Command("go", "list", "-e", "-deps", "-export", "-json=ImportPath,Dir,Export,GoFiles,Standard,Module,Error", "./...")
+	args := []string{"list", "-e", "-deps", "-export", "-json=ImportPath,Dir,Export,GoFiles,ImportMap,Standard,Module,Error"}
+	if *withTests {
+		args = append(args, "-test")
+	}
+	cmd := exec.Command("go", append(args, "./...")...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -120,18 +140,22 @@ func check(root string, pkgs []listed) ([]finding, error) {
 		exports[p.ImportPath] = p.Export
 	}
 	fset := token.NewFileSet()
-	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
-		file, ok := exports[path]
-		if !ok || file == "" {
-			return nil, fmt.Errorf("no export data for %s", path)
-		}
-		return os.Open(file)
-	})
+	seen := map[string]bool{} // a finding in a file two variants of a package share is one
 	var found []finding
 	for _, p := range pkgs {
-		if p.Standard || p.Module == nil || !p.Module.Main {
-			continue
+		if p.Standard || p.Module == nil || !p.Module.Main || strings.HasSuffix(p.ImportPath, ".test") {
+			continue // the standard library, other modules, a test's generated main
 		}
+		imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+			if v, ok := p.ImportMap[path]; ok {
+				path = v
+			}
+			file, ok := exports[path]
+			if !ok || file == "" {
+				return nil, fmt.Errorf("no export data for %s", path)
+			}
+			return os.Open(file)
+		})
 		var files []*ast.File
 		for _, name := range p.GoFiles {
 			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
@@ -150,7 +174,12 @@ func check(root string, pkgs []listed) ([]finding, error) {
 			if !ok || tn.IsAlias() {
 				continue
 			}
-			found = append(found, embeddings(root, fset, tn)...)
+			for _, f := range embeddings(root, fset, tn) {
+				if key := f.String(); !seen[key] {
+					seen[key] = true
+					found = append(found, f)
+				}
+			}
 		}
 	}
 	slices.SortFunc(found, func(a, b finding) int { return strings.Compare(a.Pos, b.Pos) })
