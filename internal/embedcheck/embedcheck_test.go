@@ -1,5 +1,5 @@
-// Package embedcheck holds one test: no struct type in the module's
-// non-test code embeds an interface it does not fully implement itself.
+// Package embedcheck holds one test: no struct type in the module, its
+// tests included, embeds an interface it does not fully implement itself.
 //
 // A decorator that embeds an interface forwards every method it does not
 // declare, so a method added to the interface later passes straight
@@ -11,17 +11,12 @@
 // go/types, importing the packages it depends on from the export data go
 // list builds, and names each embedding with the methods it leaves to the
 // embedded value.
-//
-// Test code is not checked by default: the test packages' own wrappers of
-// lease stores and of the Kinesis client (about 25) still embed what they
-// wrap. -embedcheck.tests lists them.
 package embedcheck
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -36,14 +31,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// withTests extends the check to the module's _test.go files:
-//
-//	go test ./internal/embedcheck -run Module -args -embedcheck.tests
-//
-// Test wrappers still embed the interfaces they wrap (see the package
-// doc); the flag lists them.
-var withTests = flag.Bool("embedcheck.tests", false, "check the module's _test.go files too")
 
 // listed is what go list says of one package.
 type listed struct {
@@ -98,16 +85,12 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(gomod)
 }
 
-// goList lists the module's packages (with -embedcheck.tests, their
-// tests' packages too: a package compiled with its _test.go files, an
-// external test package) and every package they import, with the export
-// data of each (go list -export builds what is not cached).
+// goList lists the module's packages, their tests' packages (a package
+// compiled with its _test.go files, an external test package) and every
+// package they import, with the export data of each (go list -export
+// builds what is not cached).
 func goList(t *testing.T, root string) []listed {
-	args := []string{"list", "-e", "-deps", "-export", "-json=ImportPath,Dir,Export,GoFiles,ImportMap,Standard,Module,Error"}
-	if *withTests {
-		args = append(args, "-test")
-	}
-	cmd := exec.Command("go", append(args, "./...")...)
+	cmd := exec.Command("go", "list", "-e", "-deps", "-test", "-export", "-json=ImportPath,Dir,Export,GoFiles,ImportMap,Standard,Module,Error", "./...")
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
