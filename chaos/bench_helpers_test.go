@@ -23,6 +23,7 @@ import (
 	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
+	"github.com/shardloop/shardloop/pkg/runner"
 	"github.com/shardloop/shardloop/pkg/shards"
 )
 
@@ -196,8 +197,8 @@ func (e *events) count(name string) {
 
 // eventStore taps a lease store for events.
 type eventStore struct {
-	lease.Store
-	e *events
+	Store runner.Store
+	e     *events
 }
 
 func (s *eventStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
@@ -235,8 +236,8 @@ func (s *eventStore) Renew(ctx context.Context, stream, shardID, owner string, r
 	return l, err
 }
 
-func (s *eventStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
-	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+func (s *eventStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
+	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 	s.e.mu.Lock()
 	s.e.calls["reader.Checkpoint"]++
 	if err == nil && seq == lease.ShardEnd {
@@ -264,4 +265,50 @@ func (s *eventStore) GetMany(ctx context.Context, stream string, ids []string) (
 func (s *eventStore) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
 	s.e.count("coord.GetGeneration")
 	return s.Store.GetGeneration(ctx, stream)
+}
+
+// The calls eventStore passes on as they are.
+
+func (s *eventStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	return s.Store.List(ctx, stream)
+}
+
+func (s *eventStore) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
+	return s.Store.SetStart(ctx, stream, shardID, st)
+}
+
+func (s *eventStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+	return s.Store.Delete(ctx, stream, shardID, counter)
+}
+
+func (s *eventStore) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	return s.Store.PutGeneration(ctx, stream, g, prevOrder)
+}
+
+func (s *eventStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *eventStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *eventStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func (s *eventStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return s.Store.GetWindow(ctx, stream, shardID)
+}
+
+func (s *eventStore) Beat(ctx context.Context, stream string, hb lease.Heartbeat) (lease.Heartbeat, error) {
+	return s.Store.Beat(ctx, stream, hb)
+}
+
+func (s *eventStore) Runners(ctx context.Context, stream string) ([]lease.Heartbeat, error) {
+	return s.Store.Runners(ctx, stream)
+}
+
+func (s *eventStore) Leave(ctx context.Context, stream, runner string, counter int64) error {
+	return s.Store.Leave(ctx, stream, runner, counter)
 }

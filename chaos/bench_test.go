@@ -322,9 +322,9 @@ func (c *countingKinesis) CreateStream(ctx context.Context, in *kinesis.CreateSt
 
 // countingDynamo counts DynamoDB requests by operation.
 type countingDynamo struct {
-	lease.DynamoAPI
-	mu sync.Mutex
-	n  map[string]int
+	DynamoAPI lease.DynamoAPI
+	mu        sync.Mutex
+	n         map[string]int
 }
 
 func (c *countingDynamo) add(op string) {
@@ -343,6 +343,14 @@ func (c *countingDynamo) total() (n int) {
 }
 
 func (c *countingDynamo) reset() { c.mu.Lock(); c.n = map[string]int{}; c.mu.Unlock() }
+
+// PutItem is counted too: it went uncounted while the counter embedded the
+// client, and a first pass writes the generation record with it (a steady
+// pass, the figure docs/benchmarks.md records, makes none).
+func (c *countingDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.add("PutItem")
+	return c.DynamoAPI.PutItem(ctx, in, optFns...)
+}
 
 func (c *countingDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c.add("UpdateItem")

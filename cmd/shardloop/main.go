@@ -225,6 +225,8 @@ type checkedValue struct {
 	fs   *flags
 }
 
+func (v *checkedValue) String() string { return v.Value.String() }
+
 func (v *checkedValue) Set(s string) error {
 	err := v.Value.Set(s)
 	if err != nil && v.fs.bad == nil {

@@ -141,7 +141,7 @@ func resetPosition(to, shardID string, now time.Time) (string, error) {
 }
 
 // resetShard moves the shard's start to pos and says what happens next.
-func resetShard(ctx context.Context, w io.Writer, store lease.Store, stream, shardID, pos string, force bool, table string) error {
+func resetShard(ctx context.Context, w io.Writer, store lease.AdminStore, stream, shardID, pos string, force bool, table string) error {
 	row, err := store.Get(ctx, stream, shardID)
 	if errors.Is(err, lease.ErrNotFound) {
 		return fmt.Errorf("no lease row for --shard %s of --stream %s in --table %s: check the shard id with shardloop status; a shard the coordinator has not opened yet has nothing to reset", shardID, stream, table)
@@ -196,7 +196,7 @@ func resetShard(ctx context.Context, w io.Writer, store lease.Store, stream, sha
 // watchLease reads the shard's row every poll until its owner's counter has
 // stood still for d (the owner is gone: lapsed true) or changed (alive:
 // false), as a coordinator's lease.Observer judges it.
-func watchLease(ctx context.Context, store lease.Store, row lease.Lease, d, poll time.Duration) (bool, error) {
+func watchLease(ctx context.Context, store lease.AdminStore, row lease.Lease, d, poll time.Duration) (bool, error) {
 	obs := lease.NewObserver(d)
 	for {
 		if obs.Observe(row, time.Now()).Available() {

@@ -141,7 +141,7 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 		t.Fatal(err)
 	}
 	const leaseFor = 2 * time.Second
-	dynamo, err := lease.NewDynamoStore(dc, table, func(o *lease.Options) { o.Duration = leaseFor })
+	store, err := lease.NewDynamoStore(dc, table, func(o *lease.Options) { o.Duration = leaseFor })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,6 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := lease.WithLag(dynamo, rec.Lag)
 
 	const n = 20
 	var entries []ktypes.PutRecordsRequestEntry
@@ -178,7 +177,7 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 			RelistInterval: 300 * time.Millisecond,
 			Reader: reader.Options{
 				Target: got.target(), BatchSize: 5, PollInterval: 100 * time.Millisecond, RunLength: 2 * time.Second,
-				RenewInterval: 500 * time.Millisecond, LeaseDuration: leaseFor, Hooks: rec,
+				RenewInterval: 500 * time.Millisecond, LeaseDuration: leaseFor, Hooks: rec, Lag: rec.Lag,
 			},
 		})
 		if err != nil {

@@ -181,7 +181,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkStart(ctx, store, kc, streamARN, f, log); err != nil {
 		return err
 	}
-	store = lease.WithLag(store, rec.Lag) // shardloop status shows it
 	if ro.OnFailure, err = handlers.OnFailureDestination(f.policy.destination, cfg); err != nil {
 		return err
 	}
@@ -210,7 +209,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create, DeployedAt: time.Now()}},
 		Store:         store,
 		Kinesis:       kc,
-		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: prog, Logger: log}, ro),
+		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: prog, Lag: rec.Lag, Logger: log}, ro),
 		StopTimeout:   stopTimeout(ro.TargetTimeout),
 		// Runners on one table share its shards (docs/operations.md, runners).
 		Balance: &runner.Balance{},
@@ -252,7 +251,7 @@ func targetFence(ctx context.Context, cfg aws.Config, f *runFlags, log *slog.Log
 // checkStart refuses a --start that would begin a new generation over
 // records the table's current start has not delivered, unless
 // --confirm-skip: it says on which shards, how many records and how old.
-func checkStart(ctx context.Context, store lease.Store, kc *kinesis.Client, streamARN string, f *runFlags, log *slog.Logger) error {
+func checkStart(ctx context.Context, store coordinator.CheckStore, kc *kinesis.Client, streamARN string, f *runFlags, log *slog.Logger) error {
 	if f.start == "" {
 		return nil
 	}

@@ -189,7 +189,7 @@ func TestStatus_UnknownStreamOrTableWaitingChildrenIdleAndStuckShards(t *testing
 		if _, err := now.Take(ctx, stream, shard, "o-"+shard); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := past.CheckpointWithLag(ctx, stream, shard, "o-"+shard, ckpt, 0); err != nil {
+		if _, err := past.Checkpoint(ctx, stream, shard, "o-"+shard, ckpt, lease.WithMillisBehind(0)); err != nil {
 			t.Fatal(err)
 		}
 	}

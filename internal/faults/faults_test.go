@@ -16,10 +16,28 @@ import (
 	"github.com/shardloop/shardloop/pkg/reader"
 )
 
-// fakeKinesis counts the calls that reached it.
+// fakeKinesis counts the GetRecords calls that reached it; it fakes
+// nothing else.
 type fakeKinesis struct {
-	faults.KinesisAPI
 	gets int
+}
+
+var errNotFaked = errors.New("fakeKinesis: not faked")
+
+func (f *fakeKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	return nil, errNotFaked
+}
+
+func (f *fakeKinesis) DescribeStreamSummary(context.Context, *kinesis.DescribeStreamSummaryInput, ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return nil, errNotFaked
+}
+
+func (f *fakeKinesis) CreateStream(context.Context, *kinesis.CreateStreamInput, ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
+	return nil, errNotFaked
+}
+
+func (f *fakeKinesis) GetShardIterator(context.Context, *kinesis.GetShardIteratorInput, ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return nil, errNotFaked
 }
 
 func (f *fakeKinesis) GetRecords(context.Context, *kinesis.GetRecordsInput, ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {

@@ -51,11 +51,11 @@ func (p *Partition) Renew(ctx context.Context, stream, shardID, owner string, rn
 }
 
 // Checkpoint implements lease.Store.
-func (p *Partition) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (p *Partition) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if err := p.cut("Checkpoint"); err != nil {
 		return lease.Lease{}, err
 	}
-	return p.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return p.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }
 
 // Pin implements lease.Store.

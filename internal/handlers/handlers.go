@@ -96,11 +96,10 @@ func NewShardReader(ctx context.Context, env lambdaenv.Reader, cfg aws.Config, l
 	if err != nil {
 		return nil, err
 	}
-	dynamo, err := lease.NewDynamoStore(awsconf.NewDynamoDB(cfg), env.Table)
+	store, err := lease.NewDynamoStore(awsconf.NewDynamoDB(cfg), env.Table)
 	if err != nil {
 		return nil, err
 	}
-	store := lease.WithLag(dynamo, rec.Lag)
 	if env.InvokeIdentityARN == "" {
 		log.Warn(lambdaenv.VarInvokeIdentityARN+" is not set: records carry an empty invokeIdentityArn; set it to this function's execution role ARN",
 			"var", lambdaenv.VarInvokeIdentityARN)
@@ -140,6 +139,7 @@ func NewShardReader(ctx context.Context, env lambdaenv.Reader, cfg aws.Config, l
 		RunLength:     env.RunLength,
 		MaxIterations: env.MaxIterations,
 		Hooks:         rec,
+		Lag:           rec.Lag, // each checkpoint records the shard's lag, which shardloop status shows
 		Logger:        log,
 	}
 	p := env.ReaderPolicy()

@@ -120,6 +120,10 @@ type requestHandler struct {
 	in *Invocations
 }
 
+func (h requestHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, l)
+}
+
 func (h requestHandler) Handle(ctx context.Context, r slog.Record) error {
 	id := requestID(ctx)
 	if id == "" {

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/shardloop/shardloop/pkg/lease"
 )
 
 // keyWorld is a checker that knows key 0's records #0 to #9 of one shard.
@@ -152,20 +150,17 @@ func TestContentCheck(t *testing.T) {
 	}
 }
 
-// The world's store wrappers show lease.LagCheckpointer, as the stores
-// production runs with do: lease.WithLag (which the shardreader handler
-// and `shardloop run` wrap their store in) then writes each checkpoint
-// with the lag. A wrapper that hid it would run the simulated deployments
-// on another checkpoint path than the deployed one.
-func TestStoreWrappersShowLagCheckpointer(t *testing.T) {
-	lag := func(string, string) (int64, bool) { return 7, true }
-	inner := &store{}
-	for name, s := range map[string]lease.Store{
-		"store":     inner,
-		"deadStore": deadStore{Store: inner, ks: &killSwitch{}},
-	} {
-		if lease.WithLag(s, lag) == s {
-			t.Errorf("%s hides lease.LagCheckpointer: lease.WithLag leaves it as it is", name)
-		}
+// The world's reader options record the reader's lag with each checkpoint
+// (reader.Options.Lag), as the shardreader handler and `shardloop run` do:
+// the simulated deployments run the deployed checkpoint path.
+func TestReaderOptionsRecordTheLag(t *testing.T) {
+	w := &World{}
+	o := w.readerOptions("d", hostClock{}, nil, nil, nil)
+	if o.Lag == nil {
+		t.Fatal("reader options without Lag: checkpoints record no lag")
+	}
+	w.lags.Store("s1", int64(7))
+	if ms, ok := o.Lag(streamName, "s1"); !ok || ms != 7 {
+		t.Fatalf("Lag = %d, %v; want the shard's last lag, 7", ms, ok)
 	}
 }

@@ -367,9 +367,9 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 		l.mu.Unlock()
 	}()
 
-	// The store as the shardreader handler builds it: lease.WithLag over
-	// the table (internal/handlers).
-	ls := lease.WithLag(deadStore{Store: &store{t: w.table, dep: l.d.Name}, ks: ks}, w.lag)
+	// The store as the shardreader handler builds it: the table, its
+	// reader recording the lag with each checkpoint (readerOptions).
+	ls := deadStore{store: &store{t: w.table, dep: l.d.Name}, ks: ks}
 	o := w.readerOptions(l.d.Name, inst.clock, deadKinesis{api: w.net, ks: ks}, ls, deadTarget{t: l.tgt, ks: ks})
 	o.Nudge = func(context.Context) { l.nudge() }
 	out, err := reader.Run(ctx, o, st)
@@ -459,67 +459,67 @@ func killedOf(ctx context.Context) *killSwitch {
 
 // deadStore writes nothing once its invocation is dead: no call starts,
 // and a call in flight (store.call checks killedOf under the table's
-// lock) does not land.
+// lock) does not land. It wraps what a reader uses (reader.Store) whole:
+// a method added to it breaks this build instead of passing through a
+// dead invocation.
 type deadStore struct {
-	lease.Store
-	ks *killSwitch
+	store reader.Store
+	ks    *killSwitch
 }
+
+var _ reader.Store = deadStore{}
 
 func (d deadStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errDead
 	}
-	return d.Store.Take(ctx, stream, shardID, owner, opts...)
+	return d.store.Take(ctx, stream, shardID, owner, opts...)
 }
 
 func (d deadStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errDead
 	}
-	return d.Store.Renew(ctx, stream, shardID, owner, rn)
+	return d.store.Renew(ctx, stream, shardID, owner, rn)
 }
 
 func (d deadStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
 	if d.ks.dead() {
 		return errDead
 	}
-	return d.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+	return d.store.CheckpointWindow(ctx, stream, shardID, owner, w)
 }
 
-func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errDead
 	}
-	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return d.store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }
-
-// CheckpointWithLag implements lease.LagCheckpointer when the store it
-// wraps does (as every store of the world does), so that lease.WithLag
-// sees through the wrapper as it sees through none in production.
-func (d deadStore) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errDead
-	}
-	if lc, ok := d.Store.(lease.LagCheckpointer); ok {
-		return lc.CheckpointWithLag(ctx, stream, shardID, owner, seq, millisBehind)
-	}
-	return d.Store.Checkpoint(ctx, stream, shardID, owner, seq)
-}
-
-var _ lease.LagCheckpointer = deadStore{}
 
 func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errDead
 	}
-	return d.Store.Pin(ctx, stream, shardID, owner, start)
+	return d.store.Pin(ctx, stream, shardID, owner, start)
 }
 
 func (d deadStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
 	if d.ks.dead() {
 		return errDead
 	}
-	return d.Store.Release(ctx, stream, shardID, owner, ho)
+	return d.store.Release(ctx, stream, shardID, owner, ho)
+}
+
+// Get reads as the store does: a dead invocation's reads were never
+// refused, only its writes.
+func (d deadStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return d.store.Get(ctx, stream, shardID)
+}
+
+// GetWindow reads as the store does.
+func (d deadStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return d.store.GetWindow(ctx, stream, shardID)
 }
 
 // deadTarget delivers nothing once its invocation is dead.

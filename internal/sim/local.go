@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shardloop/shardloop/pkg/coordinator"
-	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/runner"
 )
 
@@ -75,7 +74,7 @@ func (l *local) startProc(i int) {
 	clock := l.clocks[i]
 	r, err := runner.New(runner.Options{
 		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: l.start}},
-		Store:          lease.WithLag(&store{t: w.table, dep: l.d.Name}, w.lag), // as cmd/shardloop run does
+		Store:          &store{t: w.table, dep: l.d.Name},
 		Kinesis:        w.net,
 		Reader:         w.readerOptions(l.d.Name, clock, nil, nil, w.newTarget(l.d.Name)),
 		RelistInterval: w.cfg.Reader.Relist,

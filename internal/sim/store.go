@@ -38,10 +38,7 @@ type store struct {
 	dep string
 }
 
-var (
-	_ lease.Store           = (*store)(nil)
-	_ lease.LagCheckpointer = (*store)(nil)
-)
+var _ lease.Store = (*store)(nil)
 
 // errStore and errNotWritten are the causes of injected store failures
 // (the answer lost; the write not made): neither ErrHeld nor ErrNotOwner,
@@ -153,18 +150,9 @@ func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 }
 
 // Checkpoint implements lease.Store.
-func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	return s.checkpoint(ctx, stream, shardID, owner, seq, func(seq string) (lease.Lease, error) {
-		return s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq)
-	})
-}
-
-// CheckpointWithLag implements lease.LagCheckpointer, as the stores
-// production runs with do (lease.WithLag then writes each checkpoint
-// with the reader's lag, as the deployed shardreader and runner do).
-func (s *store) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (lease.Lease, error) {
-	return s.checkpoint(ctx, stream, shardID, owner, seq, func(seq string) (lease.Lease, error) {
-		return s.t.inner.CheckpointWithLag(ctx, stream, shardID, owner, seq, millisBehind)
+		return s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 	})
 }
 

@@ -47,7 +47,7 @@ type World struct {
 	hf hostFaults
 
 	// lags is each shard's last MillisBehindLatest (hooks), for
-	// lease.WithLag.
+	// reader.Options.Lag.
 	lags sync.Map
 
 	mu      sync.Mutex
@@ -426,7 +426,7 @@ func (w *World) recreate(e Event) {
 }
 
 // readerOptions are a deployment's reader options on a host.
-func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI, st lease.Store, tgt reader.Target) reader.Options {
+func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI, st reader.Store, tgt reader.Target) reader.Options {
 	rc := w.cfg.Reader
 	o := reader.Options{
 		Kinesis: kin, Store: st, Target: tgt,
@@ -439,6 +439,7 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 		Clock:  clock.Now,
 		Logger: slog.New(slog.DiscardHandler),
 		Hooks:  hooks{w: w},
+		Lag:    w.lag, // as the shardreader handler and cmd/shardloop run do
 	}
 	if rc.MaxRetryAttempts >= 0 || rc.MaxRecordAge > 0 {
 		o.OnFailure = &destination{w: w, dep: dep}

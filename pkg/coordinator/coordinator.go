@@ -48,7 +48,7 @@ type KinesisAPI interface {
 // a time.
 type Coordinator struct {
 	cfg     Config
-	store   lease.Store
+	store   lease.CoordinatorStore
 	kinesis KinesisAPI
 	starter Starter
 	nudge   chan struct{}
@@ -66,7 +66,7 @@ type Coordinator struct {
 }
 
 // New validates cfg and returns a Coordinator.
-func New(cfg Config, store lease.Store, kinesis KinesisAPI, starter Starter) (*Coordinator, error) {
+func New(cfg Config, store lease.CoordinatorStore, kinesis KinesisAPI, starter Starter) (*Coordinator, error) {
 	cfg.Subscriptions = slices.Clone(cfg.Subscriptions)
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {

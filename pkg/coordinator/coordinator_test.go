@@ -82,7 +82,7 @@ func dynStore(t *testing.T) *lease.DynamoStore {
 	return s
 }
 
-func newCoordinator(t *testing.T, cfg coordinator.Config, store lease.Store, kc coordinator.KinesisAPI, st coordinator.Starter) *coordinator.Coordinator {
+func newCoordinator(t *testing.T, cfg coordinator.Config, store lease.CoordinatorStore, kc coordinator.KinesisAPI, st coordinator.Starter) *coordinator.Coordinator {
 	t.Helper()
 	c, err := coordinator.New(cfg, store, kc, st)
 	if err != nil {
@@ -445,9 +445,9 @@ func TestRun_PassesWhenAWatchedLeaseLapses(t *testing.T) {
 
 // failingSetStart fails SetStart after its first n calls.
 type failingSetStart struct {
-	lease.Store
-	mu   sync.Mutex
-	left int
+	Store lease.CoordinatorStore
+	mu    sync.Mutex
+	left  int
 }
 
 func (f *failingSetStart) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
@@ -459,6 +459,36 @@ func (f *failingSetStart) SetStart(ctx context.Context, stream, shardID string, 
 	f.left--
 	f.mu.Unlock()
 	return f.Store.SetStart(ctx, stream, shardID, st)
+}
+
+// The calls failingSetStart passes on as they are.
+
+func (f *failingSetStart) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]lease.Lease, error) {
+	return f.Store.GetMany(ctx, stream, shardIDs)
+}
+
+func (f *failingSetStart) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	return f.Store.List(ctx, stream)
+}
+
+func (f *failingSetStart) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+	return f.Store.Delete(ctx, stream, shardID, counter)
+}
+
+func (f *failingSetStart) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	return f.Store.GetGeneration(ctx, stream)
+}
+
+func (f *failingSetStart) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	return f.Store.PutGeneration(ctx, stream, g, prevOrder)
+}
+
+func (f *failingSetStart) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return f.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (f *failingSetStart) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return f.Store.Release(ctx, stream, shardID, owner, ho)
 }
 
 // TestPass_StartupFailedPartWayIsFinishedNextPass: a startup whose writes

@@ -302,7 +302,7 @@ func TestPass_RowsReadWhileAnotherCoordinatorAppliesAGenerationAreReadAgain(t *t
 // interleave runs hooks around a store's calls, to order two coordinators'
 // passes.
 type interleave struct {
-	lease.Store
+	Store                   lease.CoordinatorStore
 	setStart, afterSetStart func(shardID string)
 	getMany                 func(read func())
 	getGeneration           func()
@@ -336,6 +336,28 @@ func (s *interleave) GetGeneration(ctx context.Context, stream string) (lease.Ge
 	return s.Store.GetGeneration(ctx, stream)
 }
 
+// The calls interleave passes on as they are.
+
+func (s *interleave) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	return s.Store.List(ctx, stream)
+}
+
+func (s *interleave) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+	return s.Store.Delete(ctx, stream, shardID, counter)
+}
+
+func (s *interleave) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	return s.Store.PutGeneration(ctx, stream, g, prevOrder)
+}
+
+func (s *interleave) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return s.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (s *interleave) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
 // readParentThenSplit passes once with c over a one-shard stream, splits the
 // shard, and has the started loop read it to its end and release it, as its
 // reader would: the pass that follows finds a finished parent and two free
@@ -367,9 +389,9 @@ func shardsOf(loops []coordinator.Loop) []string {
 
 // failingTake refuses the first n takes with a throttling error.
 type failingTake struct {
-	lease.Store
-	mu sync.Mutex
-	n  int
+	Store lease.CoordinatorStore
+	mu    sync.Mutex
+	n     int
 }
 
 func (f *failingTake) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
@@ -381,6 +403,36 @@ func (f *failingTake) Take(ctx context.Context, stream, shardID, owner string, o
 	}
 	f.mu.Unlock()
 	return f.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+// The calls failingTake passes on as they are.
+
+func (f *failingTake) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]lease.Lease, error) {
+	return f.Store.GetMany(ctx, stream, shardIDs)
+}
+
+func (f *failingTake) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	return f.Store.List(ctx, stream)
+}
+
+func (f *failingTake) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
+	return f.Store.SetStart(ctx, stream, shardID, st)
+}
+
+func (f *failingTake) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+	return f.Store.Delete(ctx, stream, shardID, counter)
+}
+
+func (f *failingTake) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	return f.Store.GetGeneration(ctx, stream)
+}
+
+func (f *failingTake) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	return f.Store.PutGeneration(ctx, stream, g, prevOrder)
+}
+
+func (f *failingTake) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return f.Store.Release(ctx, stream, shardID, owner, ho)
 }
 
 // TestPass_ParentWhoseTakeFailedIsNotReadBesideItsChildren is the bug of a

@@ -68,12 +68,21 @@ var stores = []struct {
 	{"dynamo", dynamoFactory},
 }
 
-// TestStoreConformance runs the same behaviour checks against every Store.
-func TestStoreConformance(t *testing.T) {
+// conformanceCase is one rule a store is held to. It gets the whole store:
+// a case sets up rows through the other interfaces before it checks the
+// one its suite is for.
+type conformanceCase struct {
+	name string
+	run  func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock)
+}
+
+// runConformance runs cases against every store: one suite per interface
+// of the store, each on MemoryStore and on DynamoStore.
+func runConformance(t *testing.T, cases []conformanceCase) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			for _, c := range conformanceCases {
+			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					clock := newClock()
 					c.run(t, t.Context(), st.make(t, clock.Now), clock)
@@ -83,12 +92,17 @@ func TestStoreConformance(t *testing.T) {
 	}
 }
 
+func TestHolderStoreConformance(t *testing.T)      { runConformance(t, holderCases) }
+func TestCoordinatorStoreConformance(t *testing.T) { runConformance(t, coordinatorCases) }
+func TestHeartbeatStoreConformance(t *testing.T)   { runConformance(t, heartbeatCases) }
+func TestAdminStoreConformance(t *testing.T)       { runConformance(t, adminCases) }
+
 const stream = "orders"
 
-var conformanceCases = []struct {
-	name string
-	run  func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock)
-}{
+// holderCases hold a store to HolderStore's rules: takes, renewals (with
+// the checkpoint they carry), checkpoints, pins, releases and the read of
+// one row.
+var holderCases = []conformanceCase{
 	{"TakeEmptyCreatesRow", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		l, err := s.Take(ctx, stream, "shardId-000000000000", "A", lease.WithParents("shardId-p"))
 		must(t, err)
@@ -270,6 +284,264 @@ var conformanceCases = []struct {
 			t.Fatalf("get missing: err = %v, want ErrNotFound", err)
 		}
 	}},
+	{"RenewCarryingACheckpointIsOneWriteOfBothByTheOwnerOnly", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1})
+		must(t, err)
+		l, err := s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		clock.Advance(time.Second)
+		lag := int64(250)
+		got, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "77", MillisBehind: &lag})
+		must(t, err)
+		if got.Counter != l.Counter+1 || got.Checkpoint != "77" || !got.StartApplied || got.MillisBehind != 250 ||
+			!got.LagAt.Equal(clock.Now()) || !got.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) {
+			t.Fatalf("renew with checkpoint = %+v", got)
+		}
+		if _, err := s.Renew(ctx, stream, "s1", "B", lease.Renewal{Checkpoint: "78"}); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("by B: err = %v, want ErrNotOwner", err)
+		}
+		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 2})
+		must(t, err)
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "79"}); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("of a revoked lease: err = %v, want ErrNotOwner", err)
+		}
+		if row, _ := s.Get(ctx, stream, "s1"); row.Checkpoint != "77" {
+			t.Fatalf("row %+v after refused writes, want checkpoint 77", row)
+		}
+	}},
+	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s0:1", Generation: "g1", Order: 1})
+		must(t, err)
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		if _, err := s.Pin(ctx, stream, "s1", "B", "timestamp:100"); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("pin by B: err = %v, want ErrNotOwner", err)
+		}
+		l, err := s.Pin(ctx, stream, "s1", "A", "timestamp:100")
+		must(t, err)
+		if l.Start != "timestamp:100" || l.StartApplied || l.Generation != "g1" || l.GenerationOrder != 1 || l.Owner != "A" {
+			t.Fatalf("pin = %+v, want start pinned, pending, generation kept", l)
+		}
+	}},
+	{"TakeWithIncarnationRecordsIt", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		l, err := s.Take(ctx, stream, "s1", "A", lease.WithIncarnation(1234))
+		must(t, err)
+		if l.Incarnation != 1234 {
+			t.Fatalf("take with incarnation = %+v", l)
+		}
+		l, err = s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		if l.Incarnation != 1234 {
+			t.Fatalf("a take without one kept %d, want 1234", l.Incarnation)
+		}
+	}},
+	{"TakeInOwnerFamilyOnlyOfARowHandedBack", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "loop"))
+		noErr(t)(s.Take(ctx, stream, "s1", "loop/r1", lease.WithOwnerFamily("loop")))
+		// A run still holding the row (or one that crashed) is not taken
+		// over by the loop's next run: a retried invocation waits like
+		// any taker.
+		if _, err := s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row held by the previous run: err = %v, want ErrHeld", err)
+		}
+		must(t, s.Release(ctx, stream, "s1", "loop/r1", lease.Handover{To: "loop"}))
+		if got, _ := s.Get(ctx, stream, "s1"); got.Owner != "loop" || got.Fence != 0 {
+			t.Fatalf("row handed back = %+v, want owner loop and no fence", got)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "loopy/r3", lease.WithOwnerFamily("loopy")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take by a family that only shares a prefix: err = %v, want ErrHeld", err)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "other/r1", lease.WithOwnerFamily("other")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take by another loop: err = %v, want ErrHeld", err)
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")))
+		if _, err := s.Renew(ctx, stream, "s1", "loop/r1", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("renew by the previous run: err = %v, want ErrNotOwner", err)
+		}
+		// Handed back with invocations that may still run: the next run
+		// waits the fence out (IfCounter) like any taker.
+		must(t, s.Release(ctx, stream, "s1", "loop/r2", lease.Handover{To: "loop", Fence: 3 * time.Second}))
+		got, _ := s.Get(ctx, stream, "s1")
+		if got.Owner != "loop" || got.Fence != 3*time.Second {
+			t.Fatalf("row handed back with a fence = %+v", got)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "loop/r3", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row handed back with a fence: err = %v, want ErrHeld", err)
+		}
+		l, err := s.Take(ctx, stream, "s1", "loop/r3", lease.WithOwnerFamily("loop"), lease.IfCounter(got.Counter))
+		must(t, err)
+		if l.Fence != 0 || l.Owner != "loop/r3" {
+			t.Fatalf("take after the fence = %+v, want no fence recorded", l)
+		}
+		if got := lease.LoopOwner("loop/r2"); got != "loop" {
+			t.Fatalf("LoopOwner = %q", got)
+		}
+	}},
+	{"FenceIsRecordedAndWaitedOut", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		l, err := s.Take(ctx, stream, "s1", "A", lease.WithFence(2*time.Second))
+		must(t, err)
+		if l.Fence != 2*time.Second {
+			t.Fatalf("take WithFence = %+v", l)
+		}
+		got, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Fence: 5 * time.Second})
+		must(t, err)
+		if got.Fence != 5*time.Second || got.Counter != l.Counter+1 {
+			t.Fatalf("renew with a fence = %+v", got)
+		}
+		got, err = s.Renew(ctx, stream, "s1", "A", lease.Renewal{})
+		must(t, err)
+		if got.Fence != 0 {
+			t.Fatalf("renew with no fence = %+v", got)
+		}
+		// Released with a fence: nobody takes it at once; a taker that
+		// watched the counter does.
+		before := got.Counter
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{Fence: 1500 * time.Millisecond}))
+		got, _ = s.Get(ctx, stream, "s1")
+		if got.Owner != "" || got.Fence != 1500*time.Millisecond || got.Counter != before+1 {
+			t.Fatalf("released with a fence = %+v, want no owner, the fence and the counter bumped", got)
+		}
+		if _, err := s.Take(ctx, stream, "s1", "B"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a row released with a fence: err = %v, want ErrHeld", err)
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "B", lease.IfCounter(got.Counter)))
+		// Released with none: free at once.
+		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "C"))
+	}},
+	{"NumberedRenewalsLandOnlyOverLowerOnes", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		second, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 2, Fence: 4 * time.Second})
+		must(t, err)
+		if second.WriteSeq != 2 {
+			t.Fatalf("renewal 2 = %+v", second)
+		}
+		// Renewal 1 reaching the table late (its attempt timed out at the
+		// client) does not land over 2: the fence 2 recorded stays.
+		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 1, Checkpoint: "10"}))
+		// Renewal 2 again (the SDK retried an attempt that had landed):
+		// it succeeds, written once.
+		again, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 2, Fence: 4 * time.Second})
+		must(t, err)
+		if again.Counter != second.Counter {
+			t.Fatalf("renewal 2 again bumped the counter to %d from %d", again.Counter, second.Counter)
+		}
+		if got, _ := s.Get(ctx, stream, "s1"); got.Counter != second.Counter || got.Fence != 4*time.Second || got.Checkpoint != "" {
+			t.Fatalf("row = %+v after a late renewal 1 and a repeated 2, want renewal 2's", got)
+		}
+		// A new owner starts numbering afresh.
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
+		l, err := s.Take(ctx, stream, "s1", "B")
+		must(t, err)
+		if l.WriteSeq != 0 {
+			t.Fatalf("take kept the previous owner's renewal number: %+v", l)
+		}
+		noErr(t)(s.Renew(ctx, stream, "s1", "B", lease.Renewal{Seq: 1, Fence: time.Second}))
+		if got, _ := s.Get(ctx, stream, "s1"); got.WriteSeq != 1 || got.Fence != time.Second {
+			t.Fatalf("the new owner's renewal 1 = %+v", got)
+		}
+	}},
+	{"CheckpointsOnlyMoveForwardAndShardEndIsLast", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100"))
+		for _, write := range []struct {
+			name string
+			do   func() error
+		}{
+			{"checkpoint 99", func() error { _, err := s.Checkpoint(ctx, stream, "s1", "A", "99"); return err }},
+			{"renewal carrying 98", func() error {
+				_, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 7, Checkpoint: "98"})
+				return err
+			}},
+			{"window at 97", func() error {
+				return s.CheckpointWindow(ctx, stream, "s1", "A", lease.Window{Seq: "97", Start: time.UnixMilli(0), End: time.UnixMilli(1000), State: []byte("{}")})
+			}},
+		} {
+			if err := write.do(); !errors.Is(err, lease.ErrBehind) {
+				t.Fatalf("%s behind 100: err = %v, want ErrBehind", write.name, err)
+			}
+		}
+		if got, _ := s.Get(ctx, stream, "s1"); got.Checkpoint != "100" || got.WriteSeq == 7 {
+			t.Fatalf("row = %+v after writes behind it, want checkpoint 100 and no renewal landed", got)
+		}
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100")) // the same again
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "1000"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd))
+		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "999999"); !errors.Is(err, lease.ErrBehind) {
+			t.Fatalf("a checkpoint after SHARD_END: err = %v, want ErrBehind", err)
+		}
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "1000"}); !errors.Is(err, lease.ErrBehind) {
+			t.Fatalf("a renewal carrying a checkpoint after SHARD_END: err = %v, want ErrBehind", err)
+		}
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd))
+		if got, _ := s.Get(ctx, stream, "s1"); !got.Finished() {
+			t.Fatalf("row = %+v, want SHARD_END kept", got)
+		}
+		// A new start re-opens the shard: its checkpoints begin again
+		// from wherever it starts.
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "B"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "B", "5"))
+		// So does an operator's reset, and a start that keeps the
+		// checkpoint (a sequence start behind it).
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "B", "50"))
+		noErr(t)(s.Reset(ctx, stream, "s1", "horizon", true))
+		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "C"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "C", "6"))
+		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s1:3", Generation: "g2", Order: 2})
+		must(t, err)
+		must(t, s.Release(ctx, stream, "s1", "C", lease.Handover{}))
+		noErr(t)(s.Take(ctx, stream, "s1", "D"))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "D", "4"))
+	}},
+	{"CheckpointWithMillisBehindRecordsLagUntilTheNext", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		got, _ := s.Get(ctx, stream, "s1")
+		if !got.LagAt.IsZero() {
+			t.Fatalf("fresh row has lag recorded at %v", got.LagAt)
+		}
+		l, err := s.Checkpoint(ctx, stream, "s1", "A", "10", lease.WithMillisBehind(1234))
+		must(t, err)
+		if l.Checkpoint != "10" || l.MillisBehind != 1234 || !l.LagAt.Equal(clock.Now()) || !l.StartApplied {
+			t.Fatalf("checkpoint with lag = %+v", l)
+		}
+		clock.Advance(time.Second)
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "11", lease.WithMillisBehind(0)))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "12"))
+		got, err = s.Get(ctx, stream, "s1")
+		must(t, err)
+		if got.Checkpoint != "12" || got.MillisBehind != 0 || !got.LagAt.Equal(clock.Now()) {
+			t.Fatalf("after lag 0 and a plain checkpoint = %+v, want lag 0 recorded at now", got)
+		}
+		if _, err := s.Checkpoint(ctx, stream, "s1", "B", "13", lease.WithMillisBehind(5)); !errors.Is(err, lease.ErrNotOwner) {
+			t.Fatalf("checkpoint with lag by B: err = %v, want ErrNotOwner", err)
+		}
+		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "13", lease.WithMillisBehind(-1)); !errors.Is(err, lease.ErrInvalid) {
+			t.Fatalf("checkpoint with a negative lag: err = %v, want ErrInvalid", err)
+		}
+	}},
+	{"HolderWithLagWritesTheLagOfItsShard", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		lag := func(st, shard string) (int64, bool) { return 700, st == stream && shard == "s1" }
+		for _, shard := range []string{"s1", "s2"} {
+			h, _, err := lease.Hold(ctx, lease.HolderOptions{Store: s, Stream: stream, ShardID: shard, Owner: "A", Clock: clock.Now, Lag: lag})
+			must(t, err)
+			noErr(t)(h.Checkpoint(ctx, "1"))
+			h.Close()
+		}
+		rows, err := s.List(ctx, stream)
+		must(t, err)
+		if len(rows) != 2 || rows[0].MillisBehind != 700 || rows[0].LagAt.IsZero() || !rows[1].LagAt.IsZero() {
+			t.Fatalf("rows = %+v, want lag 700 on s1 only", rows)
+		}
+	}},
+}
+
+// coordinatorCases hold a store to CoordinatorStore's rules: reads of many
+// rows, recorded starts, deletes, the generation record, and the takes a
+// coordinator makes on what it read.
+var coordinatorCases = []conformanceCase{
 	{"StreamsWithSameShardIDStayIndependent", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		const shard = "shardId-000000000000"
 		noErr(t)(s.Take(ctx, "orders", shard, "A"))
@@ -499,31 +771,6 @@ var conformanceCases = []struct {
 		// Not revoked, the child's loop takes it back as before.
 		noErr(t)(s.Take(ctx, stream, "child", "other/r1", lease.WithOwnerFamily("other")))
 	}},
-	{"RenewCarryingACheckpointIsOneWriteOfBothByTheOwnerOnly", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1})
-		must(t, err)
-		l, err := s.Take(ctx, stream, "s1", "A")
-		must(t, err)
-		clock.Advance(time.Second)
-		lag := int64(250)
-		got, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "77", MillisBehind: &lag})
-		must(t, err)
-		if got.Counter != l.Counter+1 || got.Checkpoint != "77" || !got.StartApplied || got.MillisBehind != 250 ||
-			!got.LagAt.Equal(clock.Now()) || !got.Expiry.Equal(clock.Now().Add(lease.DefaultDuration)) {
-			t.Fatalf("renew with checkpoint = %+v", got)
-		}
-		if _, err := s.Renew(ctx, stream, "s1", "B", lease.Renewal{Checkpoint: "78"}); !errors.Is(err, lease.ErrNotOwner) {
-			t.Fatalf("by B: err = %v, want ErrNotOwner", err)
-		}
-		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 2})
-		must(t, err)
-		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "79"}); !errors.Is(err, lease.ErrNotOwner) {
-			t.Fatalf("of a revoked lease: err = %v, want ErrNotOwner", err)
-		}
-		if row, _ := s.Get(ctx, stream, "s1"); row.Checkpoint != "77" {
-			t.Fatalf("row %+v after refused writes, want checkpoint 77", row)
-		}
-	}},
 	{"TakeUnchangedOnlyOnTheRowItRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		// A coordinator's take is conditional on the counter its decision
 		// read: 0 for a shard without a row.
@@ -543,19 +790,6 @@ var conformanceCases = []struct {
 		must(t, err)
 		if l.Owner != "B" || l.Start != "horizon" {
 			t.Fatalf("take on the row as read = %+v", l)
-		}
-	}},
-	{"PinOnlyByTheOwnerKeepsTheGeneration", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s0:1", Generation: "g1", Order: 1})
-		must(t, err)
-		noErr(t)(s.Take(ctx, stream, "s1", "A"))
-		if _, err := s.Pin(ctx, stream, "s1", "B", "timestamp:100"); !errors.Is(err, lease.ErrNotOwner) {
-			t.Fatalf("pin by B: err = %v, want ErrNotOwner", err)
-		}
-		l, err := s.Pin(ctx, stream, "s1", "A", "timestamp:100")
-		must(t, err)
-		if l.Start != "timestamp:100" || l.StartApplied || l.Generation != "g1" || l.GenerationOrder != 1 || l.Owner != "A" {
-			t.Fatalf("pin = %+v, want start pinned, pending, generation kept", l)
 		}
 	}},
 	{"GenerationRecordIsWrittenOnlyOverTheOrderRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
@@ -599,6 +833,23 @@ var conformanceCases = []struct {
 			t.Fatalf("a record without an id: err = %v, want ErrInvalid", err)
 		}
 	}},
+	{"DeleteOnlyWithTheCounterSeen", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		l, err := s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{}))
+		if err := s.Delete(ctx, stream, "s1", l.Counter); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("delete with a counter the holder moved past: err = %v, want ErrHeld", err)
+		}
+		must(t, s.Delete(ctx, stream, "s1", l.Counter+1))
+		if _, err := s.Get(ctx, stream, "s1"); !errors.Is(err, lease.ErrNotFound) {
+			t.Fatalf("get after delete: err = %v, want ErrNotFound", err)
+		}
+		must(t, s.Delete(ctx, stream, "never-existed", 0))
+	}},
+}
+
+// heartbeatCases hold a store to HeartbeatStore's rules.
+var heartbeatCases = []conformanceCase{
 	{"BeatCreatesAndBumpsTheRunnersRow", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		if hs, err := s.Runners(ctx, stream); err != nil || len(hs) != 0 {
 			t.Fatalf("Runners of a stream nobody beat for = %+v, %v; want none", hs, err)
@@ -664,193 +915,10 @@ var conformanceCases = []struct {
 			t.Fatalf("Runners after r1 came back = %+v, want r1 and r2", hs)
 		}
 	}},
-	{"TakeWithIncarnationRecordsIt", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		l, err := s.Take(ctx, stream, "s1", "A", lease.WithIncarnation(1234))
-		must(t, err)
-		if l.Incarnation != 1234 {
-			t.Fatalf("take with incarnation = %+v", l)
-		}
-		l, err = s.Take(ctx, stream, "s1", "A")
-		must(t, err)
-		if l.Incarnation != 1234 {
-			t.Fatalf("a take without one kept %d, want 1234", l.Incarnation)
-		}
-	}},
-	{"TakeInOwnerFamilyOnlyOfARowHandedBack", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		noErr(t)(s.Take(ctx, stream, "s1", "loop"))
-		noErr(t)(s.Take(ctx, stream, "s1", "loop/r1", lease.WithOwnerFamily("loop")))
-		// A run still holding the row (or one that crashed) is not taken
-		// over by the loop's next run: a retried invocation waits like
-		// any taker.
-		if _, err := s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("take of a row held by the previous run: err = %v, want ErrHeld", err)
-		}
-		must(t, s.Release(ctx, stream, "s1", "loop/r1", lease.Handover{To: "loop"}))
-		if got, _ := s.Get(ctx, stream, "s1"); got.Owner != "loop" || got.Fence != 0 {
-			t.Fatalf("row handed back = %+v, want owner loop and no fence", got)
-		}
-		if _, err := s.Take(ctx, stream, "s1", "loopy/r3", lease.WithOwnerFamily("loopy")); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("take by a family that only shares a prefix: err = %v, want ErrHeld", err)
-		}
-		if _, err := s.Take(ctx, stream, "s1", "other/r1", lease.WithOwnerFamily("other")); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("take by another loop: err = %v, want ErrHeld", err)
-		}
-		noErr(t)(s.Take(ctx, stream, "s1", "loop/r2", lease.WithOwnerFamily("loop")))
-		if _, err := s.Renew(ctx, stream, "s1", "loop/r1", lease.Renewal{}); !errors.Is(err, lease.ErrNotOwner) {
-			t.Fatalf("renew by the previous run: err = %v, want ErrNotOwner", err)
-		}
-		// Handed back with invocations that may still run: the next run
-		// waits the fence out (IfCounter) like any taker.
-		must(t, s.Release(ctx, stream, "s1", "loop/r2", lease.Handover{To: "loop", Fence: 3 * time.Second}))
-		got, _ := s.Get(ctx, stream, "s1")
-		if got.Owner != "loop" || got.Fence != 3*time.Second {
-			t.Fatalf("row handed back with a fence = %+v", got)
-		}
-		if _, err := s.Take(ctx, stream, "s1", "loop/r3", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("take of a row handed back with a fence: err = %v, want ErrHeld", err)
-		}
-		l, err := s.Take(ctx, stream, "s1", "loop/r3", lease.WithOwnerFamily("loop"), lease.IfCounter(got.Counter))
-		must(t, err)
-		if l.Fence != 0 || l.Owner != "loop/r3" {
-			t.Fatalf("take after the fence = %+v, want no fence recorded", l)
-		}
-		if got := lease.LoopOwner("loop/r2"); got != "loop" {
-			t.Fatalf("LoopOwner = %q", got)
-		}
-	}},
-	{"FenceIsRecordedAndWaitedOut", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		l, err := s.Take(ctx, stream, "s1", "A", lease.WithFence(2*time.Second))
-		must(t, err)
-		if l.Fence != 2*time.Second {
-			t.Fatalf("take WithFence = %+v", l)
-		}
-		got, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Fence: 5 * time.Second})
-		must(t, err)
-		if got.Fence != 5*time.Second || got.Counter != l.Counter+1 {
-			t.Fatalf("renew with a fence = %+v", got)
-		}
-		got, err = s.Renew(ctx, stream, "s1", "A", lease.Renewal{})
-		must(t, err)
-		if got.Fence != 0 {
-			t.Fatalf("renew with no fence = %+v", got)
-		}
-		// Released with a fence: nobody takes it at once; a taker that
-		// watched the counter does.
-		before := got.Counter
-		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{Fence: 1500 * time.Millisecond}))
-		got, _ = s.Get(ctx, stream, "s1")
-		if got.Owner != "" || got.Fence != 1500*time.Millisecond || got.Counter != before+1 {
-			t.Fatalf("released with a fence = %+v, want no owner, the fence and the counter bumped", got)
-		}
-		if _, err := s.Take(ctx, stream, "s1", "B"); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("take of a row released with a fence: err = %v, want ErrHeld", err)
-		}
-		noErr(t)(s.Take(ctx, stream, "s1", "B", lease.IfCounter(got.Counter)))
-		// Released with none: free at once.
-		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
-		noErr(t)(s.Take(ctx, stream, "s1", "C"))
-	}},
-	{"NumberedRenewalsLandOnlyOverLowerOnes", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		noErr(t)(s.Take(ctx, stream, "s1", "A"))
-		second, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 2, Fence: 4 * time.Second})
-		must(t, err)
-		if second.WriteSeq != 2 {
-			t.Fatalf("renewal 2 = %+v", second)
-		}
-		// Renewal 1 reaching the table late (its attempt timed out at the
-		// client) does not land over 2: the fence 2 recorded stays.
-		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 1, Checkpoint: "10"}))
-		// Renewal 2 again (the SDK retried an attempt that had landed):
-		// it succeeds, written once.
-		again, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 2, Fence: 4 * time.Second})
-		must(t, err)
-		if again.Counter != second.Counter {
-			t.Fatalf("renewal 2 again bumped the counter to %d from %d", again.Counter, second.Counter)
-		}
-		if got, _ := s.Get(ctx, stream, "s1"); got.Counter != second.Counter || got.Fence != 4*time.Second || got.Checkpoint != "" {
-			t.Fatalf("row = %+v after a late renewal 1 and a repeated 2, want renewal 2's", got)
-		}
-		// A new owner starts numbering afresh.
-		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
-		l, err := s.Take(ctx, stream, "s1", "B")
-		must(t, err)
-		if l.WriteSeq != 0 {
-			t.Fatalf("take kept the previous owner's renewal number: %+v", l)
-		}
-		noErr(t)(s.Renew(ctx, stream, "s1", "B", lease.Renewal{Seq: 1, Fence: time.Second}))
-		if got, _ := s.Get(ctx, stream, "s1"); got.WriteSeq != 1 || got.Fence != time.Second {
-			t.Fatalf("the new owner's renewal 1 = %+v", got)
-		}
-	}},
-	{"CheckpointsOnlyMoveForwardAndShardEndIsLast", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		noErr(t)(s.Take(ctx, stream, "s1", "A"))
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100"))
-		for _, write := range []struct {
-			name string
-			do   func() error
-		}{
-			{"checkpoint 99", func() error { _, err := s.Checkpoint(ctx, stream, "s1", "A", "99"); return err }},
-			{"renewal carrying 98", func() error {
-				_, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 7, Checkpoint: "98"})
-				return err
-			}},
-			{"window at 97", func() error {
-				return s.CheckpointWindow(ctx, stream, "s1", "A", lease.Window{Seq: "97", Start: time.UnixMilli(0), End: time.UnixMilli(1000), State: []byte("{}")})
-			}},
-		} {
-			if err := write.do(); !errors.Is(err, lease.ErrBehind) {
-				t.Fatalf("%s behind 100: err = %v, want ErrBehind", write.name, err)
-			}
-		}
-		if got, _ := s.Get(ctx, stream, "s1"); got.Checkpoint != "100" || got.WriteSeq == 7 {
-			t.Fatalf("row = %+v after writes behind it, want checkpoint 100 and no renewal landed", got)
-		}
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "100")) // the same again
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "1000"))
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd))
-		if _, err := s.Checkpoint(ctx, stream, "s1", "A", "999999"); !errors.Is(err, lease.ErrBehind) {
-			t.Fatalf("a checkpoint after SHARD_END: err = %v, want ErrBehind", err)
-		}
-		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "1000"}); !errors.Is(err, lease.ErrBehind) {
-			t.Fatalf("a renewal carrying a checkpoint after SHARD_END: err = %v, want ErrBehind", err)
-		}
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd))
-		if got, _ := s.Get(ctx, stream, "s1"); !got.Finished() {
-			t.Fatalf("row = %+v, want SHARD_END kept", got)
-		}
-		// A new start re-opens the shard: its checkpoints begin again
-		// from wherever it starts.
-		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
-		must(t, err)
-		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
-		noErr(t)(s.Take(ctx, stream, "s1", "B"))
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "B", "5"))
-		// So does an operator's reset, and a start that keeps the
-		// checkpoint (a sequence start behind it).
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "B", "50"))
-		noErr(t)(s.Reset(ctx, stream, "s1", "horizon", true))
-		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
-		noErr(t)(s.Take(ctx, stream, "s1", "C"))
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "C", "6"))
-		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "sequence:s1:3", Generation: "g2", Order: 2})
-		must(t, err)
-		must(t, s.Release(ctx, stream, "s1", "C", lease.Handover{}))
-		noErr(t)(s.Take(ctx, stream, "s1", "D"))
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "D", "4"))
-	}},
-	{"DeleteOnlyWithTheCounterSeen", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		l, err := s.Take(ctx, stream, "s1", "A")
-		must(t, err)
-		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{}))
-		if err := s.Delete(ctx, stream, "s1", l.Counter); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("delete with a counter the holder moved past: err = %v, want ErrHeld", err)
-		}
-		must(t, s.Delete(ctx, stream, "s1", l.Counter+1))
-		if _, err := s.Get(ctx, stream, "s1"); !errors.Is(err, lease.ErrNotFound) {
-			t.Fatalf("get after delete: err = %v, want ErrNotFound", err)
-		}
-		must(t, s.Delete(ctx, stream, "never-existed", 0))
-	}},
+}
+
+// adminCases hold a store to AdminStore's rules: an operator's reset.
+var adminCases = []conformanceCase{
 	{"ResetRefusedWhileHeldUnlessForced", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "timestamp:1", Generation: "g1", Order: 1})
 		must(t, err)
@@ -915,45 +983,6 @@ var conformanceCases = []struct {
 		}
 		if _, err := s.Reset(ctx, stream, "s1", "", true); !errors.Is(err, lease.ErrInvalid) {
 			t.Fatalf("reset to an empty position: err = %v, want ErrInvalid", err)
-		}
-	}},
-	{"CheckpointWithLagRecordsLagUntilTheNext", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		lc, ok := s.(lease.LagCheckpointer)
-		if !ok {
-			t.Fatalf("%T is not a LagCheckpointer", s)
-		}
-		noErr(t)(s.Take(ctx, stream, "s1", "A"))
-		got, _ := s.Get(ctx, stream, "s1")
-		if !got.LagAt.IsZero() {
-			t.Fatalf("fresh row has lag recorded at %v", got.LagAt)
-		}
-		l, err := lc.CheckpointWithLag(ctx, stream, "s1", "A", "10", 1234)
-		must(t, err)
-		if l.Checkpoint != "10" || l.MillisBehind != 1234 || !l.LagAt.Equal(clock.Now()) || !l.StartApplied {
-			t.Fatalf("checkpoint with lag = %+v", l)
-		}
-		clock.Advance(time.Second)
-		noErr(t)(lc.CheckpointWithLag(ctx, stream, "s1", "A", "11", 0))
-		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "12"))
-		got, err = s.Get(ctx, stream, "s1")
-		must(t, err)
-		if got.Checkpoint != "12" || got.MillisBehind != 0 || !got.LagAt.Equal(clock.Now()) {
-			t.Fatalf("after lag 0 and a plain checkpoint = %+v, want lag 0 recorded at now", got)
-		}
-		if _, err := lc.CheckpointWithLag(ctx, stream, "s1", "B", "13", 5); !errors.Is(err, lease.ErrNotOwner) {
-			t.Fatalf("checkpoint with lag by B: err = %v, want ErrNotOwner", err)
-		}
-	}},
-	{"WithLagWritesTheLagOfTheShard", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
-		ws := lease.WithLag(s, func(st, shard string) (int64, bool) { return 700, st == stream && shard == "s1" })
-		noErr(t)(ws.Take(ctx, stream, "s1", "A"))
-		noErr(t)(ws.Take(ctx, stream, "s2", "A"))
-		noErr(t)(ws.Checkpoint(ctx, stream, "s1", "A", "1"))
-		noErr(t)(ws.Checkpoint(ctx, stream, "s2", "A", "1"))
-		rows, err := ws.List(ctx, stream)
-		must(t, err)
-		if len(rows) != 2 || rows[0].MillisBehind != 700 || rows[0].LagAt.IsZero() || !rows[1].LagAt.IsZero() {
-			t.Fatalf("rows = %+v, want lag 700 on s1 only", rows)
 		}
 	}},
 }

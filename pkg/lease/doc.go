@@ -40,13 +40,19 @@
 // counter. Loop owners of a runner end with "@<runner id>" (RunnerOwner,
 // OwnerRunner).
 //
-// WithLag wraps a store so that each checkpoint also records how far behind
-// the tip the reader was (MillisBehind, LagAt), which shardloop status shows.
+// A checkpoint can record how far behind the tip the reader was
+// (MillisBehind, LagAt: WithMillisBehind, Renewal.MillisBehind), which
+// shardloop status shows; a Holder given HolderOptions.Lag records it with
+// each checkpoint it writes.
 //
 // Rows are keyed by stream name and shard id together, because shard ids
 // repeat across streams. Stream names, never ARNs, go into the key.
 //
-// Two stores implement Store: MemoryStore, for one process (local runs and
-// tests; empty after a restart), and DynamoStore, which keeps the rows in a
-// DynamoDB table with the single string hash key "lease_key".
+// Callers take the part of the table they use: a Holder a HolderStore, a
+// coordinator a CoordinatorStore, runners sharing a table a HeartbeatStore,
+// a reader of tumbling windows a WindowReader, an operator's tool an
+// AdminStore. Store is all of them. Two stores implement it: MemoryStore,
+// for one process (local runs and tests; empty after a restart), and
+// DynamoStore, which keeps the rows in a DynamoDB table with the single
+// string hash key "lease_key".
 package lease

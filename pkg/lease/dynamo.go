@@ -87,10 +87,7 @@ type DynamoStore struct {
 	opts   Options
 }
 
-var (
-	_ Store           = (*DynamoStore)(nil)
-	_ LagCheckpointer = (*DynamoStore)(nil)
-)
+var _ Store = (*DynamoStore)(nil)
 
 // NewDynamoStore returns a store over table, which must exist (see CreateTable).
 func NewDynamoStore(client DynamoAPI, table string, optFns ...func(*Options)) (*DynamoStore, error) {
@@ -295,7 +292,7 @@ func takeCond(owner string, o takeOptions) cond {
 	return c
 }
 
-// Take implements Store.
+// Take implements HolderStore.
 func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
@@ -327,7 +324,7 @@ func (s *DynamoStore) Take(ctx context.Context, stream, shardID, owner string, o
 	return decode(out.Attributes)
 }
 
-// Renew implements Store. A refused renewal is told apart (another owner,
+// Renew implements HolderStore. A refused renewal is told apart (another owner,
 // an earlier attempt of it that landed, a checkpoint behind the row's) by
 // the row the refusal returns, or by reading it again where the table
 // returns none.
@@ -404,29 +401,21 @@ func behind(err error, cur Lease) error {
 	return err
 }
 
-// Checkpoint implements Store.
-func (s *DynamoStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
+// Checkpoint implements HolderStore.
+func (s *DynamoStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...CheckpointOption) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
 	}
 	if err := checkSeq(seq); err != nil {
 		return Lease{}, err
 	}
-	return s.checkpoint(ctx, stream, shardID, owner, seq, nil)
-}
-
-// CheckpointWithLag implements LagCheckpointer.
-func (s *DynamoStore) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error) {
-	if err := checkOwned(stream, shardID, owner); err != nil {
-		return Lease{}, err
+	o := applyCheckpoint(opts)
+	if o.millisBehind != nil {
+		if err := checkLag(*o.millisBehind); err != nil {
+			return Lease{}, err
+		}
 	}
-	if err := checkSeq(seq); err != nil {
-		return Lease{}, err
-	}
-	if err := checkLag(millisBehind); err != nil {
-		return Lease{}, err
-	}
-	return s.checkpoint(ctx, stream, shardID, owner, seq, &millisBehind)
+	return s.checkpoint(ctx, stream, shardID, owner, seq, o.millisBehind)
 }
 
 func (s *DynamoStore) checkpoint(ctx context.Context, stream, shardID, owner, seq string, millisBehind *int64) (Lease, error) {
@@ -446,7 +435,7 @@ func (s *DynamoStore) checkpoint(ctx context.Context, stream, shardID, owner, se
 	return decode(out.Attributes)
 }
 
-// Pin implements Store.
+// Pin implements HolderStore.
 func (s *DynamoStore) Pin(ctx context.Context, stream, shardID, owner, start string) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
@@ -463,7 +452,7 @@ func (s *DynamoStore) Pin(ctx context.Context, stream, shardID, owner, start str
 	return decode(out.Attributes)
 }
 
-// Release implements Store.
+// Release implements HolderStore.
 func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string, ho Handover) error {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return err
@@ -482,7 +471,7 @@ func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string
 	return err
 }
 
-// Get implements Store.
+// Get implements HolderStore.
 func (s *DynamoStore) Get(ctx context.Context, stream, shardID string) (Lease, error) {
 	if err := checkKey(stream, shardID); err != nil {
 		return Lease{}, err
@@ -499,7 +488,7 @@ func (s *DynamoStore) Get(ctx context.Context, stream, shardID string) (Lease, e
 	return decode(out.Item)
 }
 
-// GetMany implements Store. It sends one BatchGetItem per 100 keys and
+// GetMany implements CoordinatorStore. It sends one BatchGetItem per 100 keys and
 // retries unprocessed keys with a short backoff until ctx ends.
 func (s *DynamoStore) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]Lease, error) {
 	if err := checkMany(stream, shardIDs); err != nil {
@@ -563,7 +552,7 @@ func (s *DynamoStore) batchGet(ctx context.Context, keys []map[string]types.Attr
 	return nil
 }
 
-// List implements Store.
+// List implements CoordinatorStore.
 func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) {
 	if err := checkName("stream", stream); err != nil {
 		return nil, err
@@ -597,7 +586,7 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 	return out, nil
 }
 
-// SetStart implements Store.
+// SetStart implements CoordinatorStore.
 func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st Start) (bool, error) {
 	if err := checkStart(stream, shardID, st); err != nil {
 		return false, err
@@ -642,7 +631,7 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 	return true, nil
 }
 
-// Delete implements Store.
+// Delete implements CoordinatorStore.
 func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
 	if err := checkKey(stream, shardID); err != nil {
 		return err
@@ -671,7 +660,7 @@ func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string, counte
 	return nil
 }
 
-// GetGeneration implements Store.
+// GetGeneration implements CoordinatorStore.
 func (s *DynamoStore) GetGeneration(ctx context.Context, stream string) (Generation, error) {
 	if err := checkName("stream", stream); err != nil {
 		return Generation{}, err
@@ -702,7 +691,7 @@ func (s *DynamoStore) GetGeneration(ctx context.Context, stream string) (Generat
 	return g, nil
 }
 
-// PutGeneration implements Store.
+// PutGeneration implements CoordinatorStore.
 func (s *DynamoStore) PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error {
 	if err := checkGeneration(stream, g, prevOrder); err != nil {
 		return err
@@ -745,7 +734,7 @@ func (s *DynamoStore) PutGeneration(ctx context.Context, stream string, g Genera
 	return nil
 }
 
-// Reset implements Store. A refused condition is told apart (no row, or a
+// Reset implements AdminStore. A refused condition is told apart (no row, or a
 // live owner) by reading the row again, since not every DynamoDB
 // implementation returns the old item with the failure.
 func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error) {

@@ -37,7 +37,7 @@ func keyS(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key}}
 }
 
-// Beat implements Store: one update of the runner's row (creating it if
+// Beat implements HeartbeatStore: one update of the runner's row (creating it if
 // needed), then one of the stream's runners row (adding the runner to its
 // set, which changes nothing when it is there). Both are written at every
 // beat, so a runner that a watcher took off the set while it was slow is
@@ -91,7 +91,7 @@ func (s *DynamoStore) Beat(ctx context.Context, stream string, hb Heartbeat) (He
 	return r.heartbeat(), nil
 }
 
-// Runners implements Store: one GetItem of the stream's runners row, then
+// Runners implements HeartbeatStore: one GetItem of the stream's runners row, then
 // one BatchGetItem per 100 runners.
 func (s *DynamoStore) Runners(ctx context.Context, stream string) ([]Heartbeat, error) {
 	if err := checkName("stream", stream); err != nil {
@@ -134,7 +134,7 @@ func (s *DynamoStore) Runners(ctx context.Context, stream string) ([]Heartbeat, 
 	return hs, nil
 }
 
-// Leave implements Store: a conditional delete of the runner's row, then
+// Leave implements HeartbeatStore: a conditional delete of the runner's row, then
 // the runner taken off the stream's runners row.
 func (s *DynamoStore) Leave(ctx context.Context, stream, runner string, counter int64) error {
 	if err := checkLeave(stream, runner, counter); err != nil {

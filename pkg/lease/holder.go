@@ -17,7 +17,7 @@ var ErrLapsed = errors.New("lease lapsed: no renewal succeeded in time")
 
 // HolderOptions configure Hold.
 type HolderOptions struct {
-	Store           Store
+	Store           HolderStore
 	Stream, ShardID string
 	// Owner is the id the holder writes as.
 	Owner string
@@ -48,6 +48,14 @@ type HolderOptions struct {
 	Clock func() time.Time
 	// Logger gets renewal warnings. Default discards.
 	Logger *slog.Logger
+	// Lag, when set, tells how far behind the tip of its shard the reader
+	// is (ok false: not known): each checkpoint the holder writes, alone or
+	// carried by a renewal, records it in the same write (Lease.MillisBehind;
+	// a negative lag, clock skew at the peer, as 0). It must be fast and
+	// safe for concurrent use, for example metrics.Recorder.Lag, fed by the
+	// reader's MillisBehindLatest hook, which runs before the batch it read
+	// is delivered and checkpointed. nil: no lag is recorded.
+	Lag func(stream, shardID string) (millis int64, ok bool)
 }
 
 func (o *HolderOptions) setDefaults() {
@@ -402,6 +410,9 @@ func (h *Holder) renewLocked(ctx context.Context, arm bool) error {
 		h.raiseFloorLocked(seq)
 	}
 	h.mu.Unlock()
+	if rn.Checkpoint != "" {
+		rn.MillisBehind = h.lag()
+	}
 
 	_, err := h.o.Store.Renew(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, rn)
 	if errors.Is(err, ErrBehind) {
@@ -477,7 +488,27 @@ func (h *Holder) unlockWrite() { <-h.writing }
 // earlier write of this holder landed with its answer lost) is not an
 // error: the row has as much.
 func (h *Holder) Checkpoint(ctx context.Context, seq string) (Lease, error) {
-	return h.checkpoint(ctx, seq, func() (Lease, error) { return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq) })
+	return h.checkpoint(ctx, seq, func() (Lease, error) {
+		var opts []CheckpointOption
+		if ms := h.lag(); ms != nil {
+			opts = append(opts, WithMillisBehind(*ms))
+		}
+		return h.o.Store.Checkpoint(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, seq, opts...)
+	})
+}
+
+// lag is the reader's lag a checkpoint records (HolderOptions.Lag), nil
+// when not known.
+func (h *Holder) lag() *int64 {
+	if h.o.Lag == nil {
+		return nil
+	}
+	ms, ok := h.o.Lag(h.o.Stream, h.o.ShardID)
+	if !ok {
+		return nil
+	}
+	ms = max(ms, 0)
+	return &ms
 }
 
 // CheckpointWindow writes w.Seq as the checkpoint together with the

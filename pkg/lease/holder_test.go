@@ -16,7 +16,7 @@ import (
 
 // slowStore delays or fails renewals as a test tells it to.
 type slowStore struct {
-	lease.Store
+	Store    lease.HolderStore
 	mu       sync.Mutex
 	renew    func(n int) (delay time.Duration, fail bool) // per renewal, numbered from 1
 	n        int
@@ -60,14 +60,36 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (s *slowStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (s *slowStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	s.mu.Lock()
 	s.written = append(s.written, seq)
 	s.mu.Unlock()
-	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }
 
-func newHolder(t *testing.T, s lease.Store, clock func() time.Time) *lease.Holder {
+// The calls slowStore passes on as they are.
+
+func (s *slowStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return s.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (s *slowStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *slowStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *slowStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (s *slowStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func newHolder(t *testing.T, s lease.HolderStore, clock func() time.Time) *lease.Holder {
 	t.Helper()
 	h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: s, Stream: stream, ShardID: "s1", Owner: "A", Clock: clock})
 	must(t, err)
@@ -265,7 +287,7 @@ func TestHolderAndObserver_NeverTwoOwnersWhateverTheSkew(t *testing.T) {
 
 // countingStore counts the writes that reach the store.
 type countingStore struct {
-	lease.Store
+	Store  lease.HolderStore
 	mu     sync.Mutex
 	writes map[string]int
 }
@@ -288,9 +310,31 @@ func (c *countingStore) Renew(ctx context.Context, stream, shardID, owner string
 	return c.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
-func (c *countingStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (c *countingStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	c.count("checkpoint")
-	return c.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return c.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
+}
+
+// The calls countingStore passes on as they are.
+
+func (c *countingStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return c.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (c *countingStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return c.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (c *countingStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return c.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (c *countingStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return c.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (c *countingStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return c.Store.Get(ctx, stream, shardID)
 }
 
 // TestHolder_SettledCheckpointsRideOnTheRenewals: a busy shard settling
@@ -331,7 +375,7 @@ func TestHolder_SettledCheckpointsRideOnTheRenewals(t *testing.T) {
 // slowRenewCheckpointStore holds every renewal that carries a checkpoint
 // for delay before it writes.
 type slowRenewCheckpointStore struct {
-	lease.Store
+	Store lease.HolderStore
 	delay time.Duration
 }
 
@@ -342,6 +386,32 @@ func (s *slowRenewCheckpointStore) Renew(ctx context.Context, stream, shardID, o
 		}
 	}
 	return s.Store.Renew(ctx, stream, shardID, owner, rn)
+}
+
+// The calls slowRenewCheckpointStore passes on as they are.
+
+func (s *slowRenewCheckpointStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return s.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (s *slowRenewCheckpointStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
+	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
+}
+
+func (s *slowRenewCheckpointStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *slowRenewCheckpointStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *slowRenewCheckpointStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (s *slowRenewCheckpointStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
 }
 
 // TestHolder_SlowRenewalCannotMoveTheCheckpointBack: a renewal carrying
@@ -531,21 +601,47 @@ func TestHolder_FenceIsArmedBeforeTheFirstInvocationAfterAnIdleInterval(t *testi
 // answerLostStore lands the writes it is told to and then loses their
 // answers (the SDK gave up on the attempt).
 type answerLostStore struct {
-	lease.Store
-	mu   sync.Mutex
-	lose map[string]bool // checkpoints whose answer is lost
+	Store lease.HolderStore
+	mu    sync.Mutex
+	lose  map[string]bool // checkpoints whose answer is lost
 }
 
 var errAnswerLost = errors.New("answer lost")
 
-func (s *answerLostStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
-	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+func (s *answerLostStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
+	l, err := s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.lose[seq] {
 		return lease.Lease{}, errAnswerLost
 	}
 	return l, err
+}
+
+// The calls answerLostStore passes on as they are.
+
+func (s *answerLostStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return s.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (s *answerLostStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	return s.Store.Renew(ctx, stream, shardID, owner, rn)
+}
+
+func (s *answerLostStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *answerLostStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *answerLostStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (s *answerLostStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
 }
 
 // TestHolder_LostAnswersAroundShardEndNeverMoveItBack: the run's last
@@ -572,6 +668,50 @@ func TestHolder_LostAnswersAroundShardEndNeverMoveItBack(t *testing.T) {
 		synctest.Wait()
 		if row, _ := mem.Get(t.Context(), stream, "s1"); !row.Finished() {
 			t.Fatalf("row checkpoint %q after renewals, want SHARD_END kept", row.Checkpoint)
+		}
+	})
+}
+
+// TestHolder_RecordsTheLagWithEveryCheckpointItWrites: HolderOptions.Lag
+// rides on a renewal that carries a checkpoint and on a checkpoint of its
+// own, a negative lag as 0; a renewal carrying none records none.
+func TestHolder_RecordsTheLagWithEveryCheckpointItWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		var mu sync.Mutex
+		lag := int64(300)
+		h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "A",
+			Lag: func(st, shard string) (int64, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				return lag, st == stream && shard == "s1"
+			}})
+		must(t, err)
+		t.Cleanup(h.Close)
+		go h.KeepAlive(t.Context())
+		h.Settle("10")
+		time.Sleep(lease.DefaultRenewInterval + time.Millisecond) // 10 rides on a renewal
+		synctest.Wait()
+		row, _ := mem.Get(t.Context(), stream, "s1")
+		if row.Checkpoint != "10" || row.MillisBehind != 300 || row.LagAt.IsZero() {
+			t.Fatalf("after a renewal carrying 10: row %+v, want checkpoint 10 with lag 300", row)
+		}
+		mu.Lock()
+		lag = -5
+		mu.Unlock()
+		noErr(t)(h.Checkpoint(t.Context(), "11"))
+		row, _ = mem.Get(t.Context(), stream, "s1")
+		if row.Checkpoint != "11" || row.MillisBehind != 0 {
+			t.Fatalf("after a checkpoint with lag -5: row %+v, want checkpoint 11 with lag 0", row)
+		}
+		at := row.LagAt
+		mu.Lock()
+		lag = 900
+		mu.Unlock()
+		time.Sleep(lease.DefaultRenewInterval + time.Millisecond) // a renewal carrying nothing
+		synctest.Wait()
+		if row, _ = mem.Get(t.Context(), stream, "s1"); row.MillisBehind != 0 || !row.LagAt.Equal(at) {
+			t.Fatalf("after a renewal carrying no checkpoint: row %+v, want the lag as it was", row)
 		}
 	})
 }

@@ -85,7 +85,8 @@ type Lease struct {
 	Incarnation int64
 	// MillisBehind is how far behind the tip of its shard the holder's
 	// reader was (GetRecords' MillisBehindLatest) when it wrote a checkpoint
-	// through a LagCheckpointer; LagAt is when, zero when never recorded.
+	// that carried it (WithMillisBehind, Renewal.MillisBehind; a Holder
+	// given HolderOptions.Lag does); LagAt is when, zero when never recorded.
 	// Both are as of the last checkpoint that carried them: a reader that
 	// is stuck writes none, so read them together with LagAt.
 	MillisBehind int64
@@ -116,8 +117,17 @@ func (l Lease) Held() bool { return l.Owner != "" }
 // Finished reports whether the shard was read to its end.
 func (l Lease) Finished() bool { return l.Checkpoint == ShardEnd }
 
-// Store keeps lease rows. Implementations are safe for concurrent use.
-type Store interface {
+// The lease table is used by five kinds of caller, and each gets an
+// interface of what it calls, small enough that a wrapper (a fault
+// injector, a dead process's store, a simulator's network) implements the
+// one it wraps whole: a method added to an interface then breaks the
+// wrapper's build instead of passing through it unseen. Store is all of
+// them, for the constructors: MemoryStore and DynamoStore implement it.
+// Implementations are safe for concurrent use.
+
+// HolderStore is what one run's Holder uses: its writes to the row it
+// holds, and the read that resyncs it after a refusal.
+type HolderStore interface {
 	// Take gives the lease to owner when the row does not exist, has no
 	// owner and no fence, has this owner, was handed back to its loop with
 	// no fence (WithOwnerFamily), or still has the counter the taker saw
@@ -136,8 +146,16 @@ type Store interface {
 	// Checkpoint records seq (a sequence number or ShardEnd) as settled, or
 	// fails with ErrNotOwner (another owner, or the lease was revoked) or
 	// ErrBehind: checkpoints only move forward (ShardEnd last) until a new
-	// start (SetStart, Reset) re-opens the shard.
-	Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error)
+	// start (SetStart, Reset) re-opens the shard. WithMillisBehind records
+	// the reader's lag in the same write.
+	Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...CheckpointOption) (Lease, error)
+	// CheckpointWindow records w.Seq as the checkpoint, as Checkpoint does,
+	// and w as the shard's tumbling window, in one conditional write: the
+	// window state and the checkpoint it belongs to are durable together or
+	// not at all. It fails with ErrNotOwner (another owner, or the lease was
+	// revoked), leaving the previous window as it was, and with ErrInvalid
+	// for a state over MaxWindowState.
+	CheckpointWindow(ctx context.Context, stream, shardID, owner string, w Window) error
 	// Pin records start as where owner opened the shard at its tip, before
 	// its first delivery, so that every later reader opens at or before it
 	// until a checkpoint is written. It keeps the row's generation; it fails
@@ -149,6 +167,13 @@ type Store interface {
 	Release(ctx context.Context, stream, shardID, owner string, ho Handover) error
 	// Get reads one row, strongly consistent, or fails with ErrNotFound.
 	Get(ctx context.Context, stream, shardID string) (Lease, error)
+}
+
+// CoordinatorStore is what a coordinator uses: the rows of many shards,
+// the starts it records, the rows it cleans up, the stream's generation
+// record, and its takes of the shards it starts loops for (released again
+// when a start fails).
+type CoordinatorStore interface {
 	// GetMany reads the rows of many shards of one stream, strongly
 	// consistent, keyed by shard id; shards without a row are absent.
 	GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]Lease, error)
@@ -171,16 +196,6 @@ type Store interface {
 	// fails with ErrHeld when the counter moved. Deleting a missing row is
 	// not an error. The row's window goes with it.
 	Delete(ctx context.Context, stream, shardID string, counter int64) error
-	// Reset moves a shard's reading position by an operator, not an owner:
-	// it records start (a position in the reader's text form) as the row's
-	// start, not yet applied, so the next reader opens there whatever the
-	// checkpoint says, and it revokes the holder's lease (see Revoked) so the
-	// holder stops at its next renewal or checkpoint. It keeps the row's
-	// generation, and drops the row's window. It fails with ErrNotFound
-	// when the shard has no row, and with ErrHeld while an owner holds the
-	// row unless force is set (shardloop reset forces it only after watching
-	// the counter stand still for a lease duration, or when told to).
-	Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error)
 	// GetGeneration reads the stream's generation record, strongly
 	// consistent, or fails with ErrNotFound.
 	GetGeneration(ctx context.Context, stream string) (Generation, error)
@@ -188,6 +203,14 @@ type Store interface {
 	// one still has order prevOrder (0: when there is none), or fails with
 	// ErrChanged: another coordinator wrote first.
 	PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error
+	// Take: see HolderStore.
+	Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error)
+	// Release: see HolderStore.
+	Release(ctx context.Context, stream, shardID, owner string, ho Handover) error
+}
+
+// HeartbeatStore is what runners that share a table use to see each other.
+type HeartbeatStore interface {
 	// Beat writes the heartbeat row of runner hb.Runner for stream: it bumps
 	// the row's counter, records hb's Host, PID, Leases and BeatAt, creates
 	// the row when there is none (a first beat, or a row a watcher removed
@@ -204,13 +227,11 @@ type Store interface {
 	// and takes the runner off the stream's runners. It fails with ErrHeld
 	// when the counter moved. Leaving twice is not an error.
 	Leave(ctx context.Context, stream, runner string, counter int64) error
-	// CheckpointWindow records w.Seq as the checkpoint, as Checkpoint does,
-	// and w as the shard's tumbling window, in one conditional write: the
-	// window state and the checkpoint it belongs to are durable together or
-	// not at all. It fails with ErrNotOwner (another owner, or the lease was
-	// revoked), leaving the previous window as it was, and with ErrInvalid
-	// for a state over MaxWindowState.
-	CheckpointWindow(ctx context.Context, stream, shardID, owner string, w Window) error
+}
+
+// WindowReader reads the tumbling window a holder recorded
+// (HolderStore.CheckpointWindow).
+type WindowReader interface {
 	// GetWindow reads the shard's window as last recorded by
 	// CheckpointWindow, strongly consistent, or fails with ErrNotFound, or
 	// with ErrWindowUnreadable when the row names a window it cannot read. Its
@@ -218,6 +239,31 @@ type Store interface {
 	// a window): then it describes other records. A new start, a reset and
 	// a delete drop the window.
 	GetWindow(ctx context.Context, stream, shardID string) (Window, error)
+}
+
+// AdminStore is what an operator's tools use on one row.
+type AdminStore interface {
+	// Reset moves a shard's reading position by an operator, not an owner:
+	// it records start (a position in the reader's text form) as the row's
+	// start, not yet applied, so the next reader opens there whatever the
+	// checkpoint says, and it revokes the holder's lease (see Revoked) so the
+	// holder stops at its next renewal or checkpoint. It keeps the row's
+	// generation, and drops the row's window. It fails with ErrNotFound
+	// when the shard has no row, and with ErrHeld while an owner holds the
+	// row unless force is set (shardloop reset forces it only after watching
+	// the counter stand still for a lease duration, or when told to).
+	Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error)
+	// Get: see HolderStore.
+	Get(ctx context.Context, stream, shardID string) (Lease, error)
+}
+
+// Store is every operation on the lease table.
+type Store interface {
+	HolderStore
+	CoordinatorStore
+	HeartbeatStore
+	WindowReader
+	AdminStore
 }
 
 // Renewal is what a renewal writes besides extending the lease.
@@ -235,7 +281,7 @@ type Renewal struct {
 	Fence time.Duration
 	// Checkpoint, when not empty, is recorded as by Checkpoint, in the
 	// same write (coalesced with the renewal); MillisBehind, when not nil,
-	// with it, as by LagCheckpointer.
+	// with it, as by WithMillisBehind.
 	Checkpoint   string
 	MillisBehind *int64
 }
@@ -336,50 +382,27 @@ const MaxSuperseded = 64
 // Supersedes reports whether id is one of g's superseded generations.
 func (g Generation) Supersedes(id string) bool { return slices.Contains(g.Superseded, id) }
 
-// LagCheckpointer is a Store that can record the reader's lag in the same
-// conditional write as a checkpoint. MemoryStore and DynamoStore are.
-type LagCheckpointer interface {
-	// CheckpointWithLag is Checkpoint that also sets MillisBehind and LagAt.
-	CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error)
+// CheckpointOption adds what a checkpoint records beside its sequence
+// number.
+type CheckpointOption func(*checkpointOptions)
+
+type checkpointOptions struct {
+	millisBehind *int64
 }
 
-// WithLag returns s with a Checkpoint, and a Renew that carries a
-// checkpoint, that also record lag(stream, shardID), when lag knows it and s
-// is a LagCheckpointer; every other method is s's own. lag must be fast and
-// safe for concurrent use (for example metrics.Recorder.Lag, fed by the
-// reader's MillisBehindLatest hook, which runs before the batch it read is
-// delivered and checkpointed).
-func WithLag(s Store, lag func(stream, shardID string) (millis int64, ok bool)) Store {
-	lc, ok := s.(LagCheckpointer)
-	if !ok || lag == nil {
-		return s
+// WithMillisBehind records millis as how far behind the tip of its shard
+// the reader was (Lease.MillisBehind, and LagAt), in the checkpoint's own
+// conditional write. A negative lag is refused with ErrInvalid.
+func WithMillisBehind(millis int64) CheckpointOption {
+	return func(o *checkpointOptions) { o.millisBehind = &millis }
+}
+
+func applyCheckpoint(opts []CheckpointOption) checkpointOptions {
+	var o checkpointOptions
+	for _, f := range opts {
+		f(&o)
 	}
-	return lagStore{Store: s, lc: lc, lag: lag}
-}
-
-type lagStore struct {
-	Store
-	lc  LagCheckpointer
-	lag func(stream, shardID string) (int64, bool)
-}
-
-func (s lagStore) Renew(ctx context.Context, stream, shardID, owner string, rn Renewal) (Lease, error) {
-	if rn.Checkpoint != "" && rn.MillisBehind == nil {
-		if ms, ok := s.lag(stream, shardID); ok {
-			ms = max(ms, 0)
-			rn.MillisBehind = &ms
-		}
-	}
-	return s.Store.Renew(ctx, stream, shardID, owner, rn)
-}
-
-func (s lagStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
-	if ms, ok := s.lag(stream, shardID); ok {
-		// A negative lag (clock skew at the peer) is no reason to refuse a
-		// checkpoint: record it as none.
-		return s.lc.CheckpointWithLag(ctx, stream, shardID, owner, seq, max(ms, 0))
-	}
-	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return o
 }
 
 // TakeOption adds conditions and attributes to a take.

@@ -24,10 +24,7 @@ type MemoryStore struct {
 	orders map[string]string
 }
 
-var (
-	_ Store           = (*MemoryStore)(nil)
-	_ LagCheckpointer = (*MemoryStore)(nil)
-)
+var _ Store = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore(optFns ...func(*Options)) (*MemoryStore, error) {
@@ -67,7 +64,7 @@ func (o takeOptions) takeable(l Lease, owner string) bool {
 	return l.Owner == owner || (o.family != "" && l.Owner == o.family && l.Fence == 0)
 }
 
-// Take implements Store.
+// Take implements HolderStore.
 func (m *MemoryStore) Take(ctx context.Context, stream, shardID, owner string, opts ...TakeOption) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
@@ -136,7 +133,7 @@ func (m *MemoryStore) update(ctx context.Context, op, stream, shardID, owner, se
 	return clone(l), nil
 }
 
-// Renew implements Store.
+// Renew implements HolderStore.
 func (m *MemoryStore) Renew(ctx context.Context, stream, shardID, owner string, rn Renewal) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
@@ -175,41 +172,31 @@ func (m *MemoryStore) Renew(ctx context.Context, stream, shardID, owner string, 
 // errLanded stops an update whose write an earlier attempt already made.
 var errLanded = errors.New("written already")
 
-// Checkpoint implements Store.
-func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (Lease, error) {
+// Checkpoint implements HolderStore.
+func (m *MemoryStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...CheckpointOption) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
 	}
 	if err := checkSeq(seq); err != nil {
 		return Lease{}, err
 	}
-	return m.update(ctx, "checkpoint", stream, shardID, owner, seq, func(l *Lease) error {
-		l.Checkpoint = seq
-		l.StartApplied = true
-		return nil
-	})
-}
-
-// CheckpointWithLag implements LagCheckpointer.
-func (m *MemoryStore) CheckpointWithLag(ctx context.Context, stream, shardID, owner, seq string, millisBehind int64) (Lease, error) {
-	if err := checkOwned(stream, shardID, owner); err != nil {
-		return Lease{}, err
-	}
-	if err := checkSeq(seq); err != nil {
-		return Lease{}, err
-	}
-	if err := checkLag(millisBehind); err != nil {
-		return Lease{}, err
+	o := applyCheckpoint(opts)
+	if o.millisBehind != nil {
+		if err := checkLag(*o.millisBehind); err != nil {
+			return Lease{}, err
+		}
 	}
 	return m.update(ctx, "checkpoint", stream, shardID, owner, seq, func(l *Lease) error {
 		l.Checkpoint = seq
 		l.StartApplied = true
-		l.MillisBehind, l.LagAt = millisBehind, time.UnixMilli(m.opts.Clock().UnixMilli())
+		if o.millisBehind != nil {
+			l.MillisBehind, l.LagAt = *o.millisBehind, time.UnixMilli(m.opts.Clock().UnixMilli())
+		}
 		return nil
 	})
 }
 
-// Pin implements Store.
+// Pin implements HolderStore.
 func (m *MemoryStore) Pin(ctx context.Context, stream, shardID, owner, start string) (Lease, error) {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return Lease{}, err
@@ -223,7 +210,7 @@ func (m *MemoryStore) Pin(ctx context.Context, stream, shardID, owner, start str
 	})
 }
 
-// Release implements Store.
+// Release implements HolderStore.
 func (m *MemoryStore) Release(ctx context.Context, stream, shardID, owner string, ho Handover) error {
 	if err := checkOwned(stream, shardID, owner); err != nil {
 		return err
@@ -244,7 +231,7 @@ func (m *MemoryStore) Release(ctx context.Context, stream, shardID, owner string
 	return err
 }
 
-// Get implements Store.
+// Get implements HolderStore.
 func (m *MemoryStore) Get(ctx context.Context, stream, shardID string) (Lease, error) {
 	if err := checkKey(stream, shardID); err != nil {
 		return Lease{}, err
@@ -261,7 +248,7 @@ func (m *MemoryStore) Get(ctx context.Context, stream, shardID string) (Lease, e
 	return clone(l), nil
 }
 
-// GetMany implements Store.
+// GetMany implements CoordinatorStore.
 func (m *MemoryStore) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]Lease, error) {
 	if err := checkMany(stream, shardIDs); err != nil {
 		return nil, err
@@ -280,7 +267,7 @@ func (m *MemoryStore) GetMany(ctx context.Context, stream string, shardIDs []str
 	return out, nil
 }
 
-// List implements Store.
+// List implements CoordinatorStore.
 func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) {
 	if err := checkName("stream", stream); err != nil {
 		return nil, err
@@ -300,7 +287,7 @@ func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) 
 	return out, nil
 }
 
-// SetStart implements Store.
+// SetStart implements CoordinatorStore.
 func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st Start) (bool, error) {
 	if err := checkStart(stream, shardID, st); err != nil {
 		return false, err
@@ -340,7 +327,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 	return true, nil
 }
 
-// Delete implements Store.
+// Delete implements CoordinatorStore.
 func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
 	if err := checkKey(stream, shardID); err != nil {
 		return err
@@ -362,7 +349,7 @@ func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counte
 	return nil
 }
 
-// GetGeneration implements Store.
+// GetGeneration implements CoordinatorStore.
 func (m *MemoryStore) GetGeneration(ctx context.Context, stream string) (Generation, error) {
 	if err := checkName("stream", stream); err != nil {
 		return Generation{}, err
@@ -379,7 +366,7 @@ func (m *MemoryStore) GetGeneration(ctx context.Context, stream string) (Generat
 	return cloneGeneration(g), nil
 }
 
-// PutGeneration implements Store.
+// PutGeneration implements CoordinatorStore.
 func (m *MemoryStore) PutGeneration(ctx context.Context, stream string, g Generation, prevOrder int64) error {
 	if err := checkGeneration(stream, g, prevOrder); err != nil {
 		return err
@@ -396,7 +383,7 @@ func (m *MemoryStore) PutGeneration(ctx context.Context, stream string, g Genera
 	return nil
 }
 
-// Reset implements Store.
+// Reset implements AdminStore.
 func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, force bool) (Lease, error) {
 	if err := checkReset(stream, shardID, start); err != nil {
 		return Lease{}, err
@@ -424,7 +411,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 	return clone(l), nil
 }
 
-// Beat implements Store.
+// Beat implements HeartbeatStore.
 func (m *MemoryStore) Beat(ctx context.Context, stream string, hb Heartbeat) (Heartbeat, error) {
 	if err := checkBeat(stream, hb); err != nil {
 		return Heartbeat{}, err
@@ -445,7 +432,7 @@ func (m *MemoryStore) Beat(ctx context.Context, stream string, hb Heartbeat) (He
 	return hb, nil
 }
 
-// Runners implements Store.
+// Runners implements HeartbeatStore.
 func (m *MemoryStore) Runners(ctx context.Context, stream string) ([]Heartbeat, error) {
 	if err := checkName("stream", stream); err != nil {
 		return nil, err
@@ -463,7 +450,7 @@ func (m *MemoryStore) Runners(ctx context.Context, stream string) ([]Heartbeat, 
 	return out, nil
 }
 
-// Leave implements Store.
+// Leave implements HeartbeatStore.
 func (m *MemoryStore) Leave(ctx context.Context, stream, runner string, counter int64) error {
 	if err := checkLeave(stream, runner, counter); err != nil {
 		return err

@@ -65,7 +65,7 @@ func cloneWindow(w Window) Window {
 	return w
 }
 
-// CheckpointWindow implements Store.
+// CheckpointWindow implements HolderStore.
 func (m *MemoryStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w Window) error {
 	if err := checkWindow(stream, shardID, owner, w); err != nil {
 		return err
@@ -79,7 +79,7 @@ func (m *MemoryStore) CheckpointWindow(ctx context.Context, stream, shardID, own
 	return err
 }
 
-// GetWindow implements Store.
+// GetWindow implements WindowReader.
 func (m *MemoryStore) GetWindow(ctx context.Context, stream, shardID string) (Window, error) {
 	if err := checkKey(stream, shardID); err != nil {
 		return Window{}, err
@@ -142,7 +142,7 @@ func chunks(state []byte) [][]byte {
 	return out
 }
 
-// CheckpointWindow implements Store: the window's chunk items under a fresh
+// CheckpointWindow implements HolderStore: the window's chunk items under a fresh
 // version, then one conditional update of the lease row that moves the
 // checkpoint to w.Seq and names that version; then the previous version's
 // items are deleted (best effort). A refused update deletes the new items
@@ -277,7 +277,7 @@ func (s *DynamoStore) deleteNamedWindow(ctx context.Context, stream, shardID str
 	}
 }
 
-// GetWindow implements Store: the lease row (strongly consistent) for the
+// GetWindow implements WindowReader: the lease row (strongly consistent) for the
 // live version, then its chunk items.
 func (s *DynamoStore) GetWindow(ctx context.Context, stream, shardID string) (Window, error) {
 	if err := checkKey(stream, shardID); err != nil {

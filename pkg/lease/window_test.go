@@ -20,23 +20,12 @@ import (
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
-// TestTumblingWindowStoreConformance holds every Store to the same rules for
-// tumbling windows: the window and its checkpoint are written in one
-// conditional write, read back whole (a state of 1 MB included), and a
-// refused write changes neither.
-func TestTumblingWindowStoreConformance(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			for _, c := range windowCases {
-				t.Run(c.name, func(t *testing.T) {
-					clock := newClock()
-					c.run(t, t.Context(), st.make(t, clock.Now), clock)
-				})
-			}
-		})
-	}
-}
+// TestWindowStoreConformance holds every store to the same rules for
+// tumbling windows (HolderStore.CheckpointWindow and WindowReader): the
+// window and its checkpoint are written in one conditional write, read
+// back whole (a state of 1 MB included), and a refused write changes
+// neither.
+func TestWindowStoreConformance(t *testing.T) { runConformance(t, windowCases) }
 
 func window(seq string, state []byte) lease.Window {
 	start := time.UnixMilli(1_800_000_000_000).UTC()
@@ -51,10 +40,7 @@ func sameWindow(t *testing.T, got, want lease.Window) {
 	}
 }
 
-var windowCases = []struct {
-	name string
-	run  func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock)
-}{
+var windowCases = []conformanceCase{
 	{"WindowAndCheckpointWrittenTogether", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
 		if _, err := s.GetWindow(ctx, stream, "s1"); !errors.Is(err, lease.ErrNotFound) {

@@ -317,7 +317,7 @@ func (r *Recorder) line(ts int64, k shardKey, c *counts) []byte {
 }
 
 // Lag returns the last MillisBehindLatest seen for a shard; ok is false
-// when none was. It suits lease.WithLag.
+// when none was. It suits reader.Options.Lag (lease.HolderOptions.Lag).
 func (r *Recorder) Lag(stream, shardID string) (millis int64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

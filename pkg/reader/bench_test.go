@@ -99,7 +99,7 @@ func (m *memKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, 
 
 // slowStore adds a write latency to a MemoryStore.
 type slowStore struct {
-	lease.Store
+	Store Store
 	write time.Duration
 	lat   latency
 	ckpt  latency
@@ -118,16 +118,34 @@ func (s *slowStore) Renew(ctx context.Context, stream, shard, owner string, rn l
 	return s.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
-func (s *slowStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *slowStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	s.calls.Add(1)
 	s.ckpt.wait(s.write)
-	return s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 }
 
 func (s *slowStore) Release(ctx context.Context, stream, shard, owner string, ho lease.Handover) error {
 	s.calls.Add(1)
 	s.lat.wait(s.write)
 	return s.Store.Release(ctx, stream, shard, owner, ho)
+}
+
+// The calls slowStore passes on as they are.
+
+func (s *slowStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *slowStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *slowStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func (s *slowStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return s.Store.GetWindow(ctx, stream, shardID)
 }
 
 // BenchmarkReaderThroughput measures the reader's own overhead, pipelined:
@@ -287,7 +305,7 @@ func drain(b *testing.B, n, batch, factor int, took time.Duration, size int, def
 
 // benchReads counts GetRecords calls and the throttled ones.
 type benchReads struct {
-	KinesisAPI
+	KinesisAPI       KinesisAPI
 	reads, throttled atomic.Int64
 }
 
@@ -299,6 +317,10 @@ func (c *benchReads) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput
 		c.throttled.Add(1)
 	}
 	return out, err
+}
+
+func (c *benchReads) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return c.KinesisAPI.GetShardIterator(ctx, in, optFns...)
 }
 
 // BenchmarkDrain drains a 100,000-record backlog of one shard on the

@@ -84,7 +84,7 @@
 // the state the previous one of its window returned, and a final
 // invocation closes each window (early at a shard's end). The state is
 // written beside the lease row in the checkpoint's own conditional write
-// (lease.Store.CheckpointWindow), never in the State payload (window.go).
+// (lease.HolderStore.CheckpointWindow), never in the State payload (window.go).
 //
 // LambdaTarget invokes a function with exactly the event Lambda's own
 // Kinesis trigger sends and reads batchItemFailures from its answer;

@@ -79,9 +79,9 @@ func (f *functionModel) report() (overlaps []string, spans []invocationSpan, set
 // is set: every call of an owner in that loop's family fails, as from a host
 // that lost its network, while everyone else reaches the table.
 type partitionedStore struct {
-	lease.Store
-	loop string
-	cut  atomic.Bool
+	Store Store
+	loop  string
+	cut   atomic.Bool
 }
 
 var errPartitioned = errors.New("lease table unreachable from this host")
@@ -104,11 +104,11 @@ func (p *partitionedStore) Renew(ctx context.Context, stream, shardID, owner str
 	return p.Store.Renew(ctx, stream, shardID, owner, rn)
 }
 
-func (p *partitionedStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (p *partitionedStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if p.off(owner) {
 		return lease.Lease{}, errPartitioned
 	}
-	return p.Store.Checkpoint(ctx, stream, shardID, owner, seq)
+	return p.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }
 
 func (p *partitionedStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
@@ -116,6 +116,24 @@ func (p *partitionedStore) Release(ctx context.Context, stream, shardID, owner s
 		return errPartitioned
 	}
 	return p.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+// The calls partitionedStore passes on as they are.
+
+func (p *partitionedStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return p.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (p *partitionedStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return p.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (p *partitionedStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return p.Store.Get(ctx, stream, shardID)
+}
+
+func (p *partitionedStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return p.Store.GetWindow(ctx, stream, shardID)
 }
 
 // coordinate is a coordinator's watch of the shard for loop owner: it takes

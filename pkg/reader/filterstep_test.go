@@ -120,7 +120,7 @@ func (o *orderTarget) isSettled(seq string) bool {
 // that passes the filters settled at the target (those filtered out are
 // passed without delivery).
 type passStore struct {
-	lease.Store
+	Store    Store
 	m        *memStream
 	passing  map[string]bool
 	tgt      *orderTarget
@@ -129,7 +129,7 @@ type passStore struct {
 	breaches []string
 }
 
-func (s *passStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *passStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	for _, r := range s.m.seqs {
 		if (seq == lease.ShardEnd || !seqLess(seq, r)) && s.passing[r] && !s.tgt.isSettled(r) {
 			s.mu.Lock()
@@ -138,13 +138,43 @@ func (s *passStore) Checkpoint(ctx context.Context, stream, shard, owner, seq st
 			break
 		}
 	}
-	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 	if err == nil {
 		s.mu.Lock()
 		s.written = append(s.written, seq)
 		s.mu.Unlock()
 	}
 	return l, err
+}
+
+// The calls passStore passes on as they are.
+
+func (s *passStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return s.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (s *passStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	return s.Store.Renew(ctx, stream, shardID, owner, rn)
+}
+
+func (s *passStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *passStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *passStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (s *passStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func (s *passStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return s.Store.GetWindow(ctx, stream, shardID)
 }
 
 func setOf(seqs []string) map[string]bool {

@@ -17,9 +17,9 @@ import (
 // run's context has ended: the answer of a read in flight at the hard cut,
 // which the run never routes to its lanes.
 type lateRead struct {
-	KinesisAPI
-	reads  atomic.Int32
-	before func() // at the second read, before it
+	KinesisAPI KinesisAPI
+	reads      atomic.Int32
+	before     func() // at the second read, before it
 }
 
 func (l *lateRead) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
@@ -32,6 +32,10 @@ func (l *lateRead) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, 
 	<-ctx.Done()
 	time.Sleep(time.Millisecond) // the answer arrives just after the cut
 	return l.KinesisAPI.GetRecords(context.Background(), in, optFns...)
+}
+
+func (l *lateRead) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return l.KinesisAPI.GetShardIterator(ctx, in, optFns...)
 }
 
 // TestRun_RecordsReadAtTheCutAreNotHandedOnAsSettled: with lanes apart (one

@@ -293,7 +293,7 @@ func (f *faultKinesis) openTypes() []types.ShardIteratorType {
 
 // spyStore wraps a lease store and records its writes.
 type spyStore struct {
-	lease.Store
+	Store  Store
 	mu     sync.Mutex
 	calls  []string // "checkpoint <seq>", "renew", "release", "handback", "take"; a renewal carrying a checkpoint is "renew", "checkpoint <seq>"
 	before func(op string) error
@@ -331,11 +331,11 @@ func (s *spyStore) Renew(ctx context.Context, stream, shard, owner string, rn le
 	return s.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
-func (s *spyStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *spyStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if err := s.record("checkpoint " + seq); err != nil {
 		return lease.Lease{}, err
 	}
-	return s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 }
 
 // Release records "release", or "handback" for a run handing the row
@@ -355,6 +355,24 @@ func (s *spyStore) ops() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.calls)
+}
+
+// The calls spyStore passes on as they are.
+
+func (s *spyStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *spyStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *spyStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func (s *spyStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return s.Store.GetWindow(ctx, stream, shardID)
 }
 
 // recHooks records what hooks saw.

@@ -21,10 +21,10 @@ import (
 // renewPlan is a store whose renewals follow a plan: renewal n (from 1)
 // waits plan(n).delay, then fails when plan(n).fail.
 type renewPlan struct {
-	lease.Store
-	mu   sync.Mutex
-	n    int
-	plan func(n int) (delay time.Duration, fail bool)
+	Store Store
+	mu    sync.Mutex
+	n     int
+	plan  func(n int) (delay time.Duration, fail bool)
 }
 
 func (s *renewPlan) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
@@ -43,6 +43,36 @@ func (s *renewPlan) Renew(ctx context.Context, stream, shardID, owner string, rn
 		return lease.Lease{}, errors.New("dynamodb: throttled")
 	}
 	return s.Store.Renew(ctx, stream, shardID, owner, rn)
+}
+
+// The calls renewPlan passes on as they are.
+
+func (s *renewPlan) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return s.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (s *renewPlan) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
+	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
+}
+
+func (s *renewPlan) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *renewPlan) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *renewPlan) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (s *renewPlan) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func (s *renewPlan) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return s.Store.GetWindow(ctx, stream, shardID)
 }
 
 // TestRun_StopsDeliveringAtTheLeaseDeadlineAfterASlowRenewal is the bug of
@@ -288,7 +318,7 @@ func (c *countingLeaseStore) Renew(ctx context.Context, stream, shardID, owner s
 	return c.MemoryStore.Renew(ctx, stream, shardID, owner, rn)
 }
 
-func (c *countingLeaseStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (c *countingLeaseStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	c.inc()
-	return c.MemoryStore.Checkpoint(ctx, stream, shardID, owner, seq)
+	return c.MemoryStore.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 }

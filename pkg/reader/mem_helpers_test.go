@@ -188,7 +188,7 @@ func (k *keyedTarget) giveUp(first, last string, m *memStream) {
 // record at or before the checkpoint settled at the target; SHARD_END only
 // once every record did.
 type ruleStore struct {
-	lease.Store
+	Store    Store
 	m        *memStream
 	tgt      *keyedTarget
 	mu       sync.Mutex
@@ -196,7 +196,7 @@ type ruleStore struct {
 	breaches []string
 }
 
-func (s *ruleStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (s *ruleStore) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	for _, r := range s.m.seqs {
 		if (seq == lease.ShardEnd || !seqLess(seq, r)) && !s.tgt.settled(r) {
 			s.mu.Lock()
@@ -205,7 +205,7 @@ func (s *ruleStore) Checkpoint(ctx context.Context, stream, shard, owner, seq st
 			break
 		}
 	}
-	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	l, err := s.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 	if err == nil {
 		s.mu.Lock()
 		s.written = append(s.written, seq)
@@ -214,12 +214,42 @@ func (s *ruleStore) Checkpoint(ctx context.Context, stream, shard, owner, seq st
 	return l, err
 }
 
+// The calls ruleStore passes on as they are.
+
+func (s *ruleStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return s.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (s *ruleStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	return s.Store.Renew(ctx, stream, shardID, owner, rn)
+}
+
+func (s *ruleStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s *ruleStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s *ruleStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (s *ruleStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func (s *ruleStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return s.Store.GetWindow(ctx, stream, shardID)
+}
+
 // readCounter counts reads, and the throttled ones, per virtual second.
 type readCounter struct {
-	KinesisAPI
-	mu        sync.Mutex
-	reads     []time.Time
-	throttled int
+	KinesisAPI KinesisAPI
+	mu         sync.Mutex
+	reads      []time.Time
+	throttled  int
 }
 
 func (c *readCounter) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
@@ -255,6 +285,10 @@ func (c *readCounter) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.reads)
+}
+
+func (c *readCounter) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return c.KinesisAPI.GetShardIterator(ctx, in, optFns...)
 }
 
 // runLoop runs the loop until it ends or done(), at most runs runs.

@@ -19,6 +19,15 @@ type KinesisAPI interface {
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
 }
 
+// Store is what a run uses of the lease table: its holder's writes
+// (lease.HolderStore) and the tumbling window it opens with
+// (lease.WindowReader). lease.MemoryStore and lease.DynamoStore are
+// Stores; a wrapper implements both interfaces whole.
+type Store interface {
+	lease.HolderStore
+	lease.WindowReader
+}
+
 // Defaults and limits of Options.
 const (
 	DefaultBatchSize     = 1000
@@ -81,7 +90,7 @@ func MaxFenceCut(d, interval time.Duration) time.Duration {
 // other field has the default its comment states.
 type Options struct {
 	Kinesis KinesisAPI
-	Store   lease.Store
+	Store   Store
 	Target  Target
 
 	// BatchSize is the most records the target gets in one batch. A read
@@ -230,6 +239,11 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Hooks observe the run. Default NopHooks.
 	Hooks Hooks
+	// Lag, when set, tells how far behind the tip of a shard its reader is
+	// (ok false: not known), recorded with each checkpoint the run writes
+	// (lease.HolderOptions.Lag), which shardloop status shows; for example
+	// metrics.Recorder.Lag, fed by Hooks' MillisBehindLatest. nil: none.
+	Lag func(stream, shardID string) (millis int64, ok bool)
 	// Yield, when closed, asks the run to give its shard up: it starts no
 	// new delivery (a delivery in flight settles; a failed one is not
 	// retried, so nothing is in flight), writes the checkpoint of what

@@ -317,10 +317,10 @@ func TestLane_BisectionDeliversHalvesFromAQueueOfWork(t *testing.T) {
 // cannot arrive in time does (the SDK's operation error around awsconf's
 // TimeoutError); smaller answers come at once. It records the limits asked.
 type slowBigAnswers struct {
-	KinesisAPI
-	max    int
-	mu     sync.Mutex
-	limits []int32
+	KinesisAPI KinesisAPI
+	max        int
+	mu         sync.Mutex
+	limits     []int32
 }
 
 func (s *slowBigAnswers) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
@@ -335,6 +335,10 @@ func (s *slowBigAnswers) GetRecords(ctx context.Context, in *kinesis.GetRecordsI
 	time.Sleep(after)
 	return nil, &smithy.OperationError{ServiceID: "Kinesis", OperationName: "GetRecords",
 		Err: &awsconf.TimeoutError{Service: "Kinesis", Operation: "GetRecords", Endpoint: "https://kinesis.local", After: after}}
+}
+
+func (s *slowBigAnswers) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return s.KinesisAPI.GetShardIterator(ctx, in, optFns...)
 }
 
 // A read whose answer is too big to arrive within the attempt timeout is

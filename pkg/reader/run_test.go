@@ -144,19 +144,21 @@ func TestRun_ResumesAfterCheckpointAndReusesTheStoredIterator(t *testing.T) {
 // thief takes a lease as another owner whose observer watched the row's
 // counter stand still for a lease duration would: with IfCounter of the
 // counter it reads just before.
-func thief(t *testing.T, e *env) lease.Store {
+func thief(t *testing.T, e *env) Store {
 	t.Helper()
-	return thiefStore{e.store}
+	return thiefStore{Store: e.store}
 }
 
-type thiefStore struct{ lease.Store }
+type thiefStore struct {
+	Store Store
+}
 
 func (s thiefStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
 	// A renewal landing between the read and the take changes the counter:
 	// read it again (a few times), as the thief means to take the row now.
 	for try := 1; ; try++ {
 		o := opts
-		if row, err := s.Get(ctx, stream, shardID); err == nil {
+		if row, err := s.Store.Get(ctx, stream, shardID); err == nil {
 			o = append(slices.Clone(opts), lease.IfCounter(row.Counter))
 		}
 		l, err := s.Store.Take(ctx, stream, shardID, owner, o...)
@@ -164,6 +166,36 @@ func (s thiefStore) Take(ctx context.Context, stream, shardID, owner string, opt
 			return l, err
 		}
 	}
+}
+
+// The calls thiefStore passes on as they are.
+
+func (s thiefStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
+	return s.Store.Renew(ctx, stream, shardID, owner, rn)
+}
+
+func (s thiefStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
+	return s.Store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
+}
+
+func (s thiefStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return s.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (s thiefStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return s.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (s thiefStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return s.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (s thiefStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return s.Store.Get(ctx, stream, shardID)
+}
+
+func (s thiefStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return s.Store.GetWindow(ctx, stream, shardID)
 }
 
 func TestRun_TakeoverBeforeTheDeadlineResumesRightAfterTheCheckpointThatStood(t *testing.T) {

@@ -26,6 +26,7 @@ func (r *run) take(ctx context.Context, owner string, carried *Watch) (h *lease.
 	hold := lease.HolderOptions{
 		Store: o.Store, Stream: r.in.Stream, ShardID: r.in.ShardID, Owner: owner,
 		Duration: o.LeaseDuration, RenewInterval: o.RenewInterval, MaxRun: o.TargetTimeout, Fence: o.Fence, Clock: o.Clock, Logger: r.log,
+		Lag: o.Lag,
 	}
 	obs := lease.NewObserver(o.LeaseDuration)
 	opts := []lease.TakeOption{lease.WithOwnerFamily(loop)}

@@ -20,7 +20,7 @@ import (
 // invocation (isFinalInvokeForWindow, no records) hands the target the last
 // state, which is then dropped. docs/failure-policy.md has the rules.
 //
-// The state lives beside the lease row (lease.Store.CheckpointWindow),
+// The state lives beside the lease row (lease.HolderStore.CheckpointWindow),
 // written in the conditional write that moves the checkpoint to the last
 // record folded into it, so after a takeover the new owner resumes with the
 // state that matches its checkpoint. None of it rides in the loop's payload.

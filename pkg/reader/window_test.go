@@ -496,8 +496,8 @@ func TestTumblingWindow_AnUnreadableWindowRestartsItAndTheShardReadsOn(t *testin
 // "late" as arrived at at: a record Kinesis stamped inside a window that
 // became readable only after the reader had seen the tip past it.
 type restamp struct {
-	KinesisAPI
-	at time.Time
+	KinesisAPI KinesisAPI
+	at         time.Time
 }
 
 func (k *restamp) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
@@ -513,6 +513,10 @@ func (k *restamp) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, f
 		}
 	}
 	return &cp, nil
+}
+
+func (k *restamp) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return k.KinesisAPI.GetShardIterator(ctx, in, optFns...)
 }
 
 // TestTumblingWindow_ALateRecordInAClosedWindowGoesToTheNextWindow: a window

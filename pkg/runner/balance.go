@@ -235,13 +235,20 @@ func handoffDue(self string, live []string, leases map[string]int, n int) bool {
 	return false
 }
 
+// balanceStore is what a balancer uses of the lease table: the heartbeats,
+// and the rows of the shards it watches.
+type balanceStore interface {
+	lease.HeartbeatStore
+	GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]lease.Lease, error)
+}
+
 // balancer is a runner's part in balancing: its heartbeats, its view of
 // the live runners per stream, its watch of the rows other runners hold,
 // and the Claim hook of its coordinator.
 type balancer struct {
 	r        *Runner
 	o        Balance
-	store    lease.Store
+	store    balanceStore
 	clock    func() time.Time
 	duration time.Duration // a runner whose heartbeat stood still this long is gone
 	// observer judges heartbeats and, shared with the coordinator, lease

@@ -20,7 +20,7 @@ import (
 // crashable is a lease store that, once crashed, fails every call: a
 // runner whose process died makes none.
 type crashable struct {
-	lease.Store
+	Store   runner.Store
 	mu      sync.Mutex
 	crashed bool
 }
@@ -42,11 +42,11 @@ func (c *crashable) Renew(ctx context.Context, stream, shard, owner string, rn l
 	}
 	return c.Store.Renew(ctx, stream, shard, owner, rn)
 }
-func (c *crashable) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (c *crashable) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if c.dead() {
 		return lease.Lease{}, errCrashed
 	}
-	return c.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return c.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
 }
 func (c *crashable) Pin(ctx context.Context, stream, shard, owner, start string) (lease.Lease, error) {
 	if c.dead() {
@@ -77,6 +77,44 @@ func (c *crashable) GetMany(ctx context.Context, stream string, ids []string) (m
 		return nil, errCrashed
 	}
 	return c.Store.GetMany(ctx, stream, ids)
+}
+
+// The calls crashable passes on as they are.
+
+func (c *crashable) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	return c.Store.List(ctx, stream)
+}
+
+func (c *crashable) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
+	return c.Store.SetStart(ctx, stream, shardID, st)
+}
+
+func (c *crashable) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+	return c.Store.Delete(ctx, stream, shardID, counter)
+}
+
+func (c *crashable) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	return c.Store.GetGeneration(ctx, stream)
+}
+
+func (c *crashable) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	return c.Store.PutGeneration(ctx, stream, g, prevOrder)
+}
+
+func (c *crashable) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return c.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (c *crashable) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return c.Store.Get(ctx, stream, shardID)
+}
+
+func (c *crashable) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return c.Store.GetWindow(ctx, stream, shardID)
+}
+
+func (c *crashable) Runners(ctx context.Context, stream string) ([]lease.Heartbeat, error) {
+	return c.Store.Runners(ctx, stream)
 }
 
 // span is one delivery of one shard by one owner, in (virtual) time.

@@ -20,7 +20,7 @@ func TestDeadStore_AKilledLoopWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks := &killSwitch{}
-	d := deadStore{Store: mem, ks: ks}
+	d := deadStore{store: mem, ks: ks}
 	ks.kill()
 	writes := map[string]error{}
 	_, writes["take"] = d.Take(ctx, "s", "sh", "loop")

@@ -34,10 +34,20 @@ type KinesisAPI interface {
 	reader.KinesisAPI
 }
 
+// Store is what a runner uses of the lease table: its coordinator's part
+// (lease.CoordinatorStore), its loops' (reader.Store) and, when it
+// balances, the heartbeats (lease.HeartbeatStore). lease.MemoryStore and
+// lease.DynamoStore are Stores.
+type Store interface {
+	lease.CoordinatorStore
+	reader.Store
+	lease.HeartbeatStore
+}
+
 // Options configure a Runner.
 type Options struct {
 	Subscriptions []coordinator.Subscription
-	Store         lease.Store
+	Store         Store
 	Kinesis       KinesisAPI
 	// Reader is the template of every loop's reader options; its Kinesis,
 	// Store and Nudge are set by the runner. Reader.Target is required.
@@ -333,7 +343,7 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	defer lp.cancel()
 	opts := r.opts.Reader
 	opts.Kinesis = r.opts.Kinesis
-	opts.Store = deadStore{Store: r.opts.Store, ks: lp.killed, seen: r.saw}
+	opts.Store = deadStore{store: r.opts.Store, ks: lp.killed, seen: r.saw}
 	opts.Target = deadTarget{Target: r.opts.Reader.Target, ks: lp.killed}
 	if _, ok := r.opts.Reader.Target.(reader.WindowTarget); ok {
 		opts.Target = deadWindowTarget{opts.Target.(deadTarget)}
@@ -463,12 +473,16 @@ var errKilled = errors.New("loop killed")
 func (r *Runner) saw(row lease.Lease) { r.observer.Observe(row, r.clock()) }
 
 // deadStore refuses every write of a killed loop, as a dead process makes
-// none, and shows the runner (seen) each row a write answers with.
+// none, and shows the runner (seen) each row a write answers with. It
+// wraps what a loop uses (reader.Store) whole: a method added to it breaks
+// this build instead of passing through a killed loop.
 type deadStore struct {
-	lease.Store
-	ks   *killSwitch
-	seen func(lease.Lease)
+	store reader.Store
+	ks    *killSwitch
+	seen  func(lease.Lease)
 }
+
+var _ reader.Store = deadStore{}
 
 // wrote passes a successful write's row to seen.
 func (d deadStore) wrote(row lease.Lease, err error) (lease.Lease, error) {
@@ -482,42 +496,53 @@ func (d deadStore) Take(ctx context.Context, stream, shardID, owner string, opts
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.wrote(d.Store.Take(ctx, stream, shardID, owner, opts...))
+	return d.wrote(d.store.Take(ctx, stream, shardID, owner, opts...))
 }
 
 func (d deadStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.wrote(d.Store.Renew(ctx, stream, shardID, owner, rn))
+	return d.wrote(d.store.Renew(ctx, stream, shardID, owner, rn))
 }
 
-func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string) (lease.Lease, error) {
+func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.wrote(d.Store.Checkpoint(ctx, stream, shardID, owner, seq))
+	return d.wrote(d.store.Checkpoint(ctx, stream, shardID, owner, seq, opts...))
 }
 
 func (d deadStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
 	if d.ks.dead() {
 		return errKilled
 	}
-	return d.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+	return d.store.CheckpointWindow(ctx, stream, shardID, owner, w)
 }
 
 func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
 	if d.ks.dead() {
 		return lease.Lease{}, errKilled
 	}
-	return d.wrote(d.Store.Pin(ctx, stream, shardID, owner, start))
+	return d.wrote(d.store.Pin(ctx, stream, shardID, owner, start))
 }
 
 func (d deadStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
 	if d.ks.dead() {
 		return errKilled
 	}
-	return d.Store.Release(ctx, stream, shardID, owner, ho)
+	return d.store.Release(ctx, stream, shardID, owner, ho)
+}
+
+// Get reads as the store does: a killed loop's reads were never refused,
+// only its writes.
+func (d deadStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return d.store.Get(ctx, stream, shardID)
+}
+
+// GetWindow reads as the store does.
+func (d deadStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return d.store.GetWindow(ctx, stream, shardID)
 }
 
 // deadTarget delivers nothing more once its loop is killed.

@@ -279,7 +279,7 @@ func TestRunner_StopAbandonsADeliveryStillRunningAfterStopTimeout(t *testing.T) 
 // failingRenewals fails every renewal and checkpoint of one shard while on,
 // as a network that drops one loop's lease writes does.
 type failingRenewals struct {
-	lease.Store
+	Store runner.Store
 	shard string
 	mu    sync.Mutex
 	on    bool
@@ -302,11 +302,73 @@ func (f *failingRenewals) Renew(ctx context.Context, stream, shard, owner string
 	return f.Store.Renew(ctx, stream, shard, owner, rn)
 }
 
-func (f *failingRenewals) Checkpoint(ctx context.Context, stream, shard, owner, seq string) (lease.Lease, error) {
+func (f *failingRenewals) Checkpoint(ctx context.Context, stream, shard, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	if f.failing(shard) {
 		return lease.Lease{}, errDropped
 	}
-	return f.Store.Checkpoint(ctx, stream, shard, owner, seq)
+	return f.Store.Checkpoint(ctx, stream, shard, owner, seq, opts...)
+}
+
+// The calls failingRenewals passes on as they are.
+
+func (f *failingRenewals) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]lease.Lease, error) {
+	return f.Store.GetMany(ctx, stream, shardIDs)
+}
+
+func (f *failingRenewals) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	return f.Store.List(ctx, stream)
+}
+
+func (f *failingRenewals) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
+	return f.Store.SetStart(ctx, stream, shardID, st)
+}
+
+func (f *failingRenewals) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+	return f.Store.Delete(ctx, stream, shardID, counter)
+}
+
+func (f *failingRenewals) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
+	return f.Store.GetGeneration(ctx, stream)
+}
+
+func (f *failingRenewals) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	return f.Store.PutGeneration(ctx, stream, g, prevOrder)
+}
+
+func (f *failingRenewals) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	return f.Store.Take(ctx, stream, shardID, owner, opts...)
+}
+
+func (f *failingRenewals) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
+	return f.Store.Release(ctx, stream, shardID, owner, ho)
+}
+
+func (f *failingRenewals) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
+	return f.Store.CheckpointWindow(ctx, stream, shardID, owner, w)
+}
+
+func (f *failingRenewals) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
+	return f.Store.Pin(ctx, stream, shardID, owner, start)
+}
+
+func (f *failingRenewals) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
+	return f.Store.Get(ctx, stream, shardID)
+}
+
+func (f *failingRenewals) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
+	return f.Store.GetWindow(ctx, stream, shardID)
+}
+
+func (f *failingRenewals) Beat(ctx context.Context, stream string, hb lease.Heartbeat) (lease.Heartbeat, error) {
+	return f.Store.Beat(ctx, stream, hb)
+}
+
+func (f *failingRenewals) Runners(ctx context.Context, stream string) ([]lease.Heartbeat, error) {
+	return f.Store.Runners(ctx, stream)
+}
+
+func (f *failingRenewals) Leave(ctx context.Context, stream, runner string, counter int64) error {
+	return f.Store.Leave(ctx, stream, runner, counter)
 }
 
 // A loop whose renewals keep failing stops, presuming its lease lost, and

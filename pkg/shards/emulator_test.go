@@ -359,9 +359,13 @@ func TestCreateIfMissing_LeavesExistingStreamAlone(t *testing.T) {
 
 // creatingForever reports CREATING whatever the real status is.
 type creatingForever struct {
-	CreateAPI
+	CreateAPI CreateAPI
 	mu        sync.Mutex
 	describes int
+}
+
+func (c *creatingForever) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
+	return c.CreateAPI.CreateStream(ctx, in, optFns...)
 }
 
 func (c *creatingForever) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
