@@ -12,8 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/shardloop/shardloop/internal/killswitch"
 	"github.com/shardloop/shardloop/pkg/coordinator"
-	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
 )
 
@@ -369,7 +369,9 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 
 	// The store as the shardreader handler builds it: the table, its
 	// reader recording the lag with each checkpoint (readerOptions).
-	ls := deadStore{store: &store{t: w.table, dep: l.d.Name}, ks: ks}
+	// Once the invocation is dead no write starts, and a call in flight
+	// (store.call checks killedOf under the table's lock) does not land.
+	ls := killswitch.Store{Store: &store{t: w.table, dep: l.d.Name}, Dead: ks.dead, Err: errDead}
 	o := w.readerOptions(l.d.Name, inst.clock, deadKinesis{api: w.net, ks: ks}, ls, deadTarget{t: l.tgt, ks: ks})
 	o.Nudge = func(context.Context) { l.nudge() }
 	out, err := reader.Run(ctx, o, st)
@@ -455,71 +457,6 @@ type killSwitchKey struct{}
 func killedOf(ctx context.Context) *killSwitch {
 	ks, _ := ctx.Value(killSwitchKey{}).(*killSwitch)
 	return ks
-}
-
-// deadStore writes nothing once its invocation is dead: no call starts,
-// and a call in flight (store.call checks killedOf under the table's
-// lock) does not land. It wraps what a reader uses (reader.Store) whole:
-// a method added to it breaks this build instead of passing through a
-// dead invocation.
-type deadStore struct {
-	store reader.Store
-	ks    *killSwitch
-}
-
-var _ reader.Store = deadStore{}
-
-func (d deadStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errDead
-	}
-	return d.store.Take(ctx, stream, shardID, owner, opts...)
-}
-
-func (d deadStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errDead
-	}
-	return d.store.Renew(ctx, stream, shardID, owner, rn)
-}
-
-func (d deadStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
-	if d.ks.dead() {
-		return errDead
-	}
-	return d.store.CheckpointWindow(ctx, stream, shardID, owner, w)
-}
-
-func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errDead
-	}
-	return d.store.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
-}
-
-func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errDead
-	}
-	return d.store.Pin(ctx, stream, shardID, owner, start)
-}
-
-func (d deadStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
-	if d.ks.dead() {
-		return errDead
-	}
-	return d.store.Release(ctx, stream, shardID, owner, ho)
-}
-
-// Get reads as the store does: a dead invocation's reads were never
-// refused, only its writes.
-func (d deadStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
-	return d.store.Get(ctx, stream, shardID)
-}
-
-// GetWindow reads as the store does.
-func (d deadStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
-	return d.store.GetWindow(ctx, stream, shardID)
 }
 
 // deadTarget delivers nothing once its invocation is dead.

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardloop/shardloop/internal/killswitch"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
@@ -95,7 +96,7 @@ type Runner struct {
 type loop struct {
 	info      LoopInfo
 	cancel    context.CancelFunc
-	killed    *killSwitch
+	killed    *killswitch.Switch
 	yield     chan struct{}
 	yieldOnce sync.Once
 }
@@ -144,7 +145,7 @@ func New(opts Options) (*Runner, error) {
 	}
 	// One observer judges lapses for the coordinator's passes and watches,
 	// the balancer's looks (which read the rows other runners hold) and the
-	// loops' own lease writes (deadStore), each of which answers with the
+	// loops' own lease writes (killswitch.Store), each of which answers with the
 	// row as written: when a loop stops renewing, the coordinator knows its
 	// last renewal, and takes the shard again a lease after it.
 	r.observer = lease.NewObserver(r.leaseFor)
@@ -333,7 +334,7 @@ func (r *Runner) start(_ context.Context, l coordinator.Loop) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(r.base)
-	lp := &loop{info: LoopInfo{Loop: l, Started: time.Now()}, cancel: cancel, killed: &killSwitch{}, yield: make(chan struct{})}
+	lp := &loop{info: LoopInfo{Loop: l, Started: time.Now()}, cancel: cancel, killed: &killswitch.Switch{}, yield: make(chan struct{})}
 	r.loops[l.Owner] = lp
 	r.wg.Go(func() { r.run(ctx, lp) })
 	return nil
@@ -343,7 +344,7 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	defer lp.cancel()
 	opts := r.opts.Reader
 	opts.Kinesis = r.opts.Kinesis
-	opts.Store = deadStore{store: r.opts.Store, ks: lp.killed, seen: r.saw}
+	opts.Store = killswitch.Store{Store: r.opts.Store, Dead: lp.killed.Dead, Err: errKilled, Wrote: r.saw}
 	opts.Target = deadTarget{Target: r.opts.Reader.Target, ks: lp.killed}
 	if _, ok := r.opts.Reader.Target.(reader.WindowTarget); ok {
 		opts.Target = deadWindowTarget{opts.Target.(deadTarget)}
@@ -353,10 +354,10 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	st := reader.State{Stream: lp.info.Stream, StreamARN: lp.info.StreamARN, ShardID: lp.info.ShardID, Owner: lp.info.Owner}
 	ctx = context.WithValue(ctx, loopKey{}, lp.info.Owner)
 	log := r.log.With("stream", st.Stream, "shard_id", st.ShardID, "owner", st.Owner)
-	for ctx.Err() == nil && !lp.killed.dead() {
+	for ctx.Err() == nil && !lp.killed.Dead() {
 		next, err := reader.Run(ctx, opts, st)
 		if err != nil {
-			if ctx.Err() != nil || lp.killed.dead() || lp.yielding() {
+			if ctx.Err() != nil || lp.killed.Dead() || lp.yielding() {
 				break // a run that could not start holds nothing to release
 			}
 			// An invocation error: Step Functions would retry the task with
@@ -430,7 +431,7 @@ func (r *Runner) Kill(stream, shardID string) string {
 	defer r.mu.Unlock()
 	for owner, lp := range r.loops {
 		if lp.info.Stream == stream && lp.info.ShardID == shardID && !lp.info.Done {
-			lp.killed.kill()
+			lp.killed.Kill()
 			lp.info.Killed = true
 			lp.cancel()
 			r.coord.Failed(lp.info.Loop) // as the execution's status change does: watch the shard, take it once the lease lapses
@@ -452,19 +453,6 @@ func (r *Runner) Loops() []LoopInfo {
 	return out
 }
 
-// killSwitch marks a loop dead.
-type killSwitch struct {
-	mu sync.Mutex
-	d  bool
-}
-
-func (k *killSwitch) kill() { k.mu.Lock(); k.d = true; k.mu.Unlock() }
-func (k *killSwitch) dead() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.d
-}
-
 // errKilled is what a killed loop's writes fail with.
 var errKilled = errors.New("loop killed")
 
@@ -472,87 +460,14 @@ var errKilled = errors.New("loop killed")
 // observer, on the runner's clock read after the answer arrived.
 func (r *Runner) saw(row lease.Lease) { r.observer.Observe(row, r.clock()) }
 
-// deadStore refuses every write of a killed loop, as a dead process makes
-// none, and shows the runner (seen) each row a write answers with. It
-// wraps what a loop uses (reader.Store) whole: a method added to it breaks
-// this build instead of passing through a killed loop.
-type deadStore struct {
-	store reader.Store
-	ks    *killSwitch
-	seen  func(lease.Lease)
-}
-
-var _ reader.Store = deadStore{}
-
-// wrote passes a successful write's row to seen.
-func (d deadStore) wrote(row lease.Lease, err error) (lease.Lease, error) {
-	if err == nil && d.seen != nil {
-		d.seen(row)
-	}
-	return row, err
-}
-
-func (d deadStore) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errKilled
-	}
-	return d.wrote(d.store.Take(ctx, stream, shardID, owner, opts...))
-}
-
-func (d deadStore) Renew(ctx context.Context, stream, shardID, owner string, rn lease.Renewal) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errKilled
-	}
-	return d.wrote(d.store.Renew(ctx, stream, shardID, owner, rn))
-}
-
-func (d deadStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errKilled
-	}
-	return d.wrote(d.store.Checkpoint(ctx, stream, shardID, owner, seq, opts...))
-}
-
-func (d deadStore) CheckpointWindow(ctx context.Context, stream, shardID, owner string, w lease.Window) error {
-	if d.ks.dead() {
-		return errKilled
-	}
-	return d.store.CheckpointWindow(ctx, stream, shardID, owner, w)
-}
-
-func (d deadStore) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
-	if d.ks.dead() {
-		return lease.Lease{}, errKilled
-	}
-	return d.wrote(d.store.Pin(ctx, stream, shardID, owner, start))
-}
-
-func (d deadStore) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
-	if d.ks.dead() {
-		return errKilled
-	}
-	return d.store.Release(ctx, stream, shardID, owner, ho)
-}
-
-// Get reads as the store does: a killed loop's reads were never refused,
-// only its writes.
-func (d deadStore) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
-	return d.store.Get(ctx, stream, shardID)
-}
-
-// GetWindow reads as the store does.
-func (d deadStore) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
-	return d.store.GetWindow(ctx, stream, shardID)
-}
-
 // deadTarget delivers nothing more once its loop is killed.
 type deadTarget struct {
 	reader.Target
-	ks *killSwitch
+	ks *killswitch.Switch
 }
 
 func (d deadTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
-	if d.ks.dead() {
+	if d.ks.Dead() {
 		return 0, errKilled
 	}
 	return d.Target.Deliver(ctx, b)
@@ -562,7 +477,7 @@ func (d deadTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 type deadWindowTarget struct{ deadTarget }
 
 func (d deadWindowTarget) DeliverWindow(ctx context.Context, b reader.WindowBatch) (int, json.RawMessage, error) {
-	if d.ks.dead() {
+	if d.ks.Dead() {
 		return 0, nil, errKilled
 	}
 	return d.Target.(reader.WindowTarget).DeliverWindow(ctx, b)
