@@ -73,7 +73,7 @@ type readInst struct {
 
 type liveInv struct {
 	shardID string
-	ks      *killSwitch
+	ks      *killswitch.Switch
 	cancel  context.CancelFunc
 }
 
@@ -345,10 +345,10 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 	timeout := w.cfg.Reader.RunLength + time.Minute
 	ctx, cancel := context.WithTimeout(withHost(l.ctx, inst.clock.name), timeout)
 	defer cancel()
-	ks := &killSwitch{}
+	ks := &killswitch.Switch{}
 	ctx = context.WithValue(withInvocation(ctx, inv), killSwitchKey{}, ks)
-	die := func() { ks.kill(); cancel() }
-	frozen := time.AfterFunc(timeout, ks.kill) // Lambda freezes the function at its timeout
+	die := func() { ks.Kill(); cancel() }
+	frozen := time.AfterFunc(timeout, ks.Kill) // Lambda freezes the function at its timeout
 	defer frozen.Stop()
 	rs := l.rs("invoke:" + st.ShardID)
 	if rs.hit(w.cfg.Faults.Crash) {
@@ -371,11 +371,11 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 	// reader recording the lag with each checkpoint (readerOptions).
 	// Once the invocation is dead no write starts, and a call in flight
 	// (store.call checks killedOf under the table's lock) does not land.
-	ls := killswitch.Store{Store: &store{t: w.table, dep: l.d.Name}, Dead: ks.dead, Err: errDead}
+	ls := killswitch.Store{Store: &store{t: w.table, dep: l.d.Name}, Dead: ks.Dead, Err: errDead}
 	o := w.readerOptions(l.d.Name, inst.clock, deadKinesis{api: w.net, ks: ks}, ls, deadTarget{t: l.tgt, ks: ks})
 	o.Nudge = func(context.Context) { l.nudge() }
 	out, err := reader.Run(ctx, o, st)
-	if ks.dead() {
+	if ks.Dead() {
 		return st, errCrashed
 	}
 	return out, err
@@ -433,20 +433,6 @@ func (l *lambdaDep) stop() {
 	l.wg.Wait()
 }
 
-// killSwitch marks an invocation dead: its calls fail from then on.
-type killSwitch struct {
-	mu   sync.Mutex
-	gone bool
-}
-
-func (k *killSwitch) kill() { k.mu.Lock(); k.gone = true; k.mu.Unlock() }
-
-func (k *killSwitch) dead() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.gone
-}
-
 var errDead = errors.New("sim: the invocation is dead")
 
 type killSwitchKey struct{}
@@ -454,26 +440,26 @@ type killSwitchKey struct{}
 // killedOf is the kill switch of the invocation ctx's calls are made for,
 // nil for none. It survives context.WithoutCancel, so that a write a dead
 // invocation started (a release, a last renewal) is not made either.
-func killedOf(ctx context.Context) *killSwitch {
-	ks, _ := ctx.Value(killSwitchKey{}).(*killSwitch)
+func killedOf(ctx context.Context) *killswitch.Switch {
+	ks, _ := ctx.Value(killSwitchKey{}).(*killswitch.Switch)
 	return ks
 }
 
 // deadTarget delivers nothing once its invocation is dead.
 type deadTarget struct {
 	t  reader.Target
-	ks *killSwitch
+	ks *killswitch.Switch
 }
 
 func (d deadTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
-	if d.ks.dead() {
+	if d.ks.Dead() {
 		return 0, errDead
 	}
 	return d.t.Deliver(ctx, b)
 }
 
 func (d deadTarget) DeliverWindow(ctx context.Context, b reader.WindowBatch) (int, json.RawMessage, error) {
-	if d.ks.dead() {
+	if d.ks.Dead() {
 		return 0, nil, errDead
 	}
 	return d.t.(reader.WindowTarget).DeliverWindow(ctx, b)
@@ -482,18 +468,18 @@ func (d deadTarget) DeliverWindow(ctx context.Context, b reader.WindowBatch) (in
 // deadKinesis reads nothing once its invocation is dead.
 type deadKinesis struct {
 	api reader.KinesisAPI
-	ks  *killSwitch
+	ks  *killswitch.Switch
 }
 
 func (d deadKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	if d.ks.dead() {
+	if d.ks.Dead() {
 		return nil, errDead
 	}
 	return d.api.GetShardIterator(ctx, in, optFns...)
 }
 
 func (d deadKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	if d.ks.dead() {
+	if d.ks.Dead() {
 		return nil, errDead
 	}
 	return d.api.GetRecords(ctx, in, optFns...)

@@ -110,7 +110,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		return errNotWritten
 	}
 	s.t.mu.Lock()
-	if ks := killedOf(ctx); write && ks != nil && ks.dead() {
+	if ks := killedOf(ctx); write && ks != nil && ks.Dead() {
 		s.t.mu.Unlock()
 		w.tr.add(w.shardName(shardID), "", "%s: %s by a dead invocation not made", s.dep, op)
 		return errDead
