@@ -88,7 +88,7 @@ func tipNow(ctx context.Context, w io.Writer, api interface {
 	out, err := api.DescribeStreamSummary(ctx, in)
 	if err == nil {
 		if t, ok := shards.ServerTime(out.ResultMetadata); ok {
-			return t.Add(-time.Second)
+			return shards.TipPinnedAt(t)
 		}
 	}
 	fmt.Fprintf(w, "warning: could not read Kinesis's clock (%v); latest is pinned on this machine's clock, off by as much as it is\n", err)

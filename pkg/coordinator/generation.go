@@ -97,13 +97,10 @@ func sequenceOfEarlierStream(rec lease.Generation, found bool, sub Subscription,
 	return err == nil && p.Kind == reader.Sequence
 }
 
-// pinTip is the text form of a tip pinned at serverNow, Kinesis's time: one
-// second earlier, since the Date header it comes from is rounded down to
-// the second and arrival times are stamped by other hosts of the service. A
-// record that arrived just before may be delivered too; none after is
-// skipped.
+// pinTip is the text form of a tip pinned at serverNow, Kinesis's time
+// (shards.TipPinnedAt).
 func pinTip(serverNow time.Time) string {
-	return "timestamp:" + strconv.FormatInt(serverNow.Add(-time.Second).UnixMilli(), 10)
+	return "timestamp:" + strconv.FormatInt(shards.TipPinnedAt(serverNow).UnixMilli(), 10)
 }
 
 // newGeneration is the record a pass that begins a generation writes: the

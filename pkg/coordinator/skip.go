@@ -352,7 +352,7 @@ func CheckStart(ctx context.Context, store CheckStore, kin CheckAPI, sub Subscri
 // tipOf is the tip a generation begun at Kinesis's time serverNow pins
 // (pinTip's time).
 func tipOf(serverNow time.Time) time.Time {
-	return serverNow.Add(-time.Second).Truncate(time.Millisecond)
+	return shards.TipPinnedAt(serverNow)
 }
 
 // skips counts what the generation a pass is about to begin with begin's

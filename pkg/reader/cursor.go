@@ -332,7 +332,7 @@ func (c *cursor) pin(waits context.Context) (Opening, reopened) {
 		if !known {
 			at = r.o.Clock() // a client without HTTP responses (tests)
 		}
-		c.pinAt = at.Add(-time.Second).Truncate(time.Millisecond)
+		c.pinAt = shards.TipPinnedAt(at)
 	}
 	at := c.pinAt
 	pos := Position{Kind: Timestamp, At: at}.String()

@@ -28,6 +28,17 @@ func ServerTime(md middleware.Metadata) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// TipPinnedAt is where a position pinned at the tip of a shard goes when
+// Kinesis's time is serverNow: one second earlier, to the millisecond. The
+// Date header the time comes from is rounded down to the second, and
+// arrival times are stamped by other hosts of the service, so a record that
+// arrived just before may be read again; none after it is skipped. The
+// coordinator pins a generation's tip by it and a reader a row's first
+// opening.
+func TipPinnedAt(serverNow time.Time) time.Time {
+	return serverNow.Add(-time.Second).Truncate(time.Millisecond)
+}
+
 // SetServerTime records t as the server's time of an answer, for in-memory
 // Kinesis implementations that build results without an HTTP response.
 func SetServerTime(md *middleware.Metadata, t time.Time) {

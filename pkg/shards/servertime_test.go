@@ -43,3 +43,14 @@ func TestServerTime_FromTheEmulatorsDateHeader(t *testing.T) {
 		t.Fatalf("server time %v is %v from the local clock", got, d)
 	}
 }
+
+func TestTipPinnedAt_OneSecondEarlierToTheMillisecond(t *testing.T) {
+	for _, tc := range []struct{ now, want time.Time }{
+		{time.UnixMilli(1_800_000_000_000), time.UnixMilli(1_799_999_999_000)},
+		{time.UnixMilli(1_800_000_000_123).Add(456 * time.Microsecond), time.UnixMilli(1_799_999_999_123)},
+	} {
+		if got := shards.TipPinnedAt(tc.now); !got.Equal(tc.want) {
+			t.Errorf("TipPinnedAt(%s) = %s, want %s", tc.now, got, tc.want)
+		}
+	}
+}
