@@ -98,11 +98,13 @@ type checker struct {
 	curRun map[string]string
 
 	// byKey is, per deployment and key, every invocation that carried the
-	// key (keys.go); pad the padding of every record's data; noContent
-	// turns the content check off (records the world's hook may change,
-	// as KPL aggregation does).
+	// key (keys.go); quotedPad the padding of every record's data, quoted
+	// (see appendRecordData), and want a buffer the content check builds
+	// the data written in; noContent turns the content check off (records
+	// the world's hook may change, as KPL aggregation does).
 	byKey     map[depKey][]keyDeliv
-	pad       string
+	quotedPad string
+	want      []byte
 	noContent bool
 
 	violations []Violation

@@ -209,7 +209,7 @@ func (c *checker) content(dep, shardID string, rs []seenRecord) {
 		switch {
 		case r.pk != "k"+strconv.Itoa(x.key):
 			what = "partition key " + strconv.Quote(r.pk)
-		case !bytes.Equal(r.data, recordData(x.key, x.n, c.pad)):
+		case !bytes.Equal(r.data, c.recordData(x)):
 			what = "data " + strconv.Quote(string(r.data))
 		case r.arrivalMs != x.arrival.UnixMilli():
 			what = "arrival " + fmtTime(time.UnixMilli(r.arrivalMs))
@@ -219,6 +219,13 @@ func (c *checker) content(dep, shardID string, rs []seenRecord) {
 		c.fail(x.shard.key, "%s: the function got record %s (key %d #%d) with %s, not as written", dep, short(r.seq), x.key, x.n, what)
 		return
 	}
+}
+
+// recordData is the data of x as written, in c.want (valid until the
+// next call, under mu).
+func (c *checker) recordData(x *rec) []byte {
+	c.want = appendRecordData(c.want[:0], x.key, x.n, c.quotedPad)
+	return c.want
 }
 
 // eventRecords reads the records of a Kinesis event for Lambda (as

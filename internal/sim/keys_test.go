@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func keyWorld(t *testing.T) *checker {
 	t.Helper()
 	t0 := time.Unix(946684800, 0)
 	c := newChecker(newTracer(t0))
-	c.pad = "xx"
+	c.quotedPad = strconv.Quote("xx")
 	c.cur = 1
 	for n := range 10 {
 		s := c.shard(shardKey{1, "s"})
@@ -166,6 +167,29 @@ func TestStoreWrappersShowLagCheckpointer(t *testing.T) {
 	} {
 		if lease.WithLag(s, lag) == s {
 			t.Errorf("%s hides lease.LagCheckpointer: lease.WithLag leaves it as it is", name)
+		}
+	}
+}
+
+// recordData writes what fmt wrote before it was written out by hand:
+// `{"k":%d,"n":%d,"t":%q,"p":%q}` (a seed names a world for one form of
+// the data; the filters match on it).
+func TestRecordData_AsFmtWroteIt(t *testing.T) {
+	for _, pad := range []string{"", "xx", strings.Repeat("x", 700), "a\"b\n\u00e9"} {
+		for _, k := range []int{0, 1, 9, 10, 99, 100, 12345} {
+			for _, n := range []int{0, 1, 2, 10, 101, 99999} {
+				t0 := "a"
+				if (k+n)%2 == 1 {
+					t0 = "b"
+				}
+				want := fmt.Sprintf(`{"k":%d,"n":%d,"t":%q,"p":%q}`, k, n, t0, pad)
+				if got := string(recordData(k, n, pad)); got != want {
+					t.Fatalf("recordData(%d, %d, %q) = %s, want %s", k, n, pad, got, want)
+				}
+				if got := string(appendRecordData([]byte("junk"), k, n, strconv.Quote(pad))); got != "junk"+want {
+					t.Fatalf("appendRecordData(junk, %d, %d, %q) = %s, want junk%s", k, n, pad, got, want)
+				}
+			}
 		}
 	}
 }
