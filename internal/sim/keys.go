@@ -228,32 +228,64 @@ func (c *checker) recordData(x *rec) []byte {
 	return c.want
 }
 
+// The fields of a Kinesis event for Lambda that the function reads, each
+// as the prefix its values follow and the bytes that end them (see
+// valuesAfter), in the order of eventFields.
+const (
+	fSeq = iota
+	fPK
+	fData
+	fID
+	fARN
+	fArrival
+	fFixed // the first of the fields of fixedValues
+)
+
+var eventFields = []scanField{
+	fSeq:       {`"sequenceNumber":"`, `"`},
+	fPK:        {`"partitionKey":"`, `"`},
+	fData:      {`"data":"`, `"`},
+	fID:        {`"eventID":"`, `"`},
+	fARN:       {`"eventSourceARN":"`, `"`},
+	fArrival:   {`"approximateArrivalTimestamp":`, ",}"},
+	fFixed:     {`"eventSource":"`, `"`},
+	fFixed + 1: {`"eventVersion":"`, `"`},
+	fFixed + 2: {`"eventName":"`, `"`},
+	fFixed + 3: {`"kinesisSchemaVersion":"`, `"`},
+	fFixed + 4: {`"awsRegion":"`, `"`},
+}
+
+// fixedValues is the one value each field from fFixed on has in every
+// record.
+var fixedValues = []string{"aws:kinesis", "1.0", "aws:kinesis:record", "1.0", "us-east-1"}
+
+// scanEvent reads the fields of eventFields from a Kinesis event for
+// Lambda, in one walk of it.
+func scanEvent(payload []byte) [][]string { return valuesAfterEach(payload, eventFields) }
+
 // eventRecords reads the records of a Kinesis event for Lambda (as
 // reader.LambdaTarget writes it) and checks its per-record fields; bad
 // names the first field that is wrong ("" when none).
 func eventRecords(payload []byte, shardID, stream string) (rs []seenRecord, bad string) {
-	seqs := fieldValues(payload, `"sequenceNumber":"`)
-	pks := fieldValues(payload, `"partitionKey":"`)
-	data := fieldValues(payload, `"data":"`)
-	ids := fieldValues(payload, `"eventID":"`)
-	arns := fieldValues(payload, `"eventSourceARN":"`)
-	fixed := [][2]string{
-		{`"eventSource":"`, "aws:kinesis"}, {`"eventVersion":"`, "1.0"}, {`"eventName":"`, "aws:kinesis:record"},
-		{`"kinesisSchemaVersion":"`, "1.0"}, {`"awsRegion":"`, "us-east-1"},
-	}
-	arrivals := numberValues(payload, `"approximateArrivalTimestamp":`)
+	return checkEvent(scanEvent(payload), shardID, stream)
+}
+
+// checkEvent is eventRecords on the fields scanEvent read.
+func checkEvent(fs [][]string, shardID, stream string) (rs []seenRecord, bad string) {
+	seqs, pks, data, ids, arns := fs[fSeq], fs[fPK], fs[fData], fs[fID], fs[fARN]
 	n := len(seqs)
-	if len(pks) != n || len(data) != n || len(ids) != n || len(arns) != n || len(arrivals) != n {
+	if len(pks) != n || len(data) != n || len(ids) != n || len(arns) != n || len(fs[fArrival]) != n {
 		return nil, "a field missing from some records"
 	}
-	for _, f := range fixed {
-		vs := fieldValues(payload, f[0])
+	for i, want := range fixedValues {
+		f := fFixed + i
+		vs := fs[f]
 		if len(vs) != n {
-			return nil, f[0] + " missing"
+			return nil, eventFields[f].prefix + " missing"
 		}
 		for _, v := range vs {
-			if v != f[1] {
-				return nil, f[0] + v
+			if v != want {
+				return nil, eventFields[f].prefix + v
 			}
 		}
 	}
@@ -268,20 +300,9 @@ func eventRecords(payload []byte, shardID, stream string) (rs []seenRecord, bad 
 		case !strings.HasSuffix(arns[i], ":stream/"+stream):
 			return nil, "eventSourceARN " + arns[i]
 		}
-		rs[i] = seenRecord{seq: seqs[i], pk: pks[i], data: d, arrivalMs: arrivals[i]}
+		rs[i] = seenRecord{seq: seqs[i], pk: pks[i], data: d, arrivalMs: secondsToMs(fs[fArrival][i])}
 	}
 	return rs, ""
-}
-
-// numberValues returns the JSON numbers of seconds (as
-// approximateArrivalTimestamp is written, 1545084650.987) that follow each
-// occurrence of prefix in b, in milliseconds; -1 for one it cannot read.
-func numberValues(b []byte, prefix string) []int64 {
-	var out []int64
-	for _, v := range valuesAfter(b, prefix, ",}") {
-		out = append(out, secondsToMs(v))
-	}
-	return out
 }
 
 func secondsToMs(s string) int64 {

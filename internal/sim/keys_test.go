@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,6 +191,34 @@ func TestRecordData_AsFmtWroteIt(t *testing.T) {
 				if got := string(appendRecordData([]byte("junk"), k, n, strconv.Quote(pad))); got != "junk"+want {
 					t.Fatalf("appendRecordData(junk, %d, %d, %q) = %s, want junk%s", k, n, pad, got, want)
 				}
+			}
+		}
+	}
+}
+
+// valuesAfterEach reads what valuesAfter reads for each field, on events
+// and on bytes pieced together from the fields' own prefixes, quotes,
+// commas and braces (values cut short, prefixes inside values, prefixes
+// that overlap).
+func TestValuesAfterEach_AsValuesAfter(t *testing.T) {
+	pieces := []string{`"`, `,`, `}`, `:`, `x`, `1.5`, `"a`, `":"`, `"sequenceNumber`, `"eventID":"s:`}
+	for _, f := range eventFields {
+		pieces = append(pieces, f.prefix, f.prefix[:len(f.prefix)/2], f.prefix[len(f.prefix)/2:])
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := []string{"", `{"Records":[]}`}
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(30) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		inputs = append(inputs, b.String())
+	}
+	for _, in := range inputs {
+		got := valuesAfterEach([]byte(in), eventFields)
+		for x, f := range eventFields {
+			if want := valuesAfter([]byte(in), f.prefix, f.ends); !slices.Equal(got[x], want) {
+				t.Fatalf("on %q, field %s: valuesAfterEach read %q, valuesAfter %q", in, f.prefix, got[x], want)
 			}
 		}
 	}

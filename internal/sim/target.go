@@ -253,14 +253,14 @@ func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func
 		}
 		return out, nil
 	}
-	seqs := fieldValues(in.Payload, `"sequenceNumber":"`)
-	ids := fieldValues(in.Payload, `"eventID":"`)
+	fs := scanEvent(in.Payload)
+	seqs, ids := fs[fSeq], fs[fID]
 	if len(seqs) == 0 || len(ids) != len(seqs) {
 		return nil, fmt.Errorf("sim: the function got an event it cannot read: %.200s", in.Payload)
 	}
 	shardID, _, _ := strings.Cut(ids[0], ":")
 	if c := fn.t.w.chk; !c.noContent {
-		seen, bad := eventRecords(in.Payload, shardID, streamName)
+		seen, bad := checkEvent(fs, shardID, streamName)
 		if bad != "" {
 			c.mu.Lock()
 			c.fail(shardKey{c.cur, shardID}, "%s: the function got an event with %s", fn.t.dep, bad)
@@ -335,6 +335,47 @@ func valuesAfter(b []byte, prefix, ends string) []string {
 		out = append(out, string(b[:j]))
 		b = b[j:]
 	}
+}
+
+// scanField is a prefix whose values valuesAfterEach reads, and the bytes
+// that end them.
+type scanField struct{ prefix, ends string }
+
+// valuesAfterEach returns, for each field of fs, valuesAfter(b,
+// f.prefix, f.ends), in one walk of b instead of one a field: every
+// prefix starts with a quote, so the walk tries them at each quote of b,
+// each from where its last value ended, as valuesAfter goes on. The
+// function reads a dozen fields of every event it gets, and scanning the
+// event once a field was a tenth of a world's time.
+func valuesAfterEach(b []byte, fs []scanField) [][]string {
+	out := make([][]string, len(fs))
+	from := make([]int, len(fs)) // where each field's next occurrence may start; -1: no more
+	for _, f := range fs {
+		if !strings.HasPrefix(f.prefix, `"`) {
+			panic("sim: valuesAfterEach: a prefix that does not start with a quote: " + f.prefix)
+		}
+	}
+	for i := 0; i < len(b); i++ {
+		k := bytes.IndexByte(b[i:], '"')
+		if k < 0 {
+			break
+		}
+		i += k
+		for x, f := range fs {
+			if from[x] < 0 || i < from[x] || !bytes.HasPrefix(b[i:], []byte(f.prefix)) {
+				continue
+			}
+			v := b[i+len(f.prefix):]
+			j := bytes.IndexAny(v, f.ends)
+			if j < 0 {
+				from[x] = -1
+				continue
+			}
+			out[x] = append(out[x], string(v[:j]))
+			from[x] = i + len(f.prefix) + j
+		}
+	}
+	return out
 }
 
 // why says in a word why a delivery was cut (the cause's text names raw
