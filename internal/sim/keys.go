@@ -261,7 +261,9 @@ var fixedValues = []string{"aws:kinesis", "1.0", "aws:kinesis:record", "1.0", "u
 
 // scanEvent reads the fields of eventFields from a Kinesis event for
 // Lambda, in one walk of it.
-func scanEvent(payload []byte) [][]string { return valuesAfterEach(payload, eventFields) }
+func scanEvent(payload []byte) [][]string { return eventScanner.values(payload) }
+
+var eventScanner = newScanner(eventFields...)
 
 // eventRecords reads the records of a Kinesis event for Lambda (as
 // reader.LambdaTarget writes it) and checks its per-record fields; bad

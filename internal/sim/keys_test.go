@@ -196,11 +196,11 @@ func TestRecordData_AsFmtWroteIt(t *testing.T) {
 	}
 }
 
-// valuesAfterEach reads what valuesAfter reads for each field, on events
+// A scanner reads what valuesAfter reads for each field, on events
 // and on bytes pieced together from the fields' own prefixes, quotes,
 // commas and braces (values cut short, prefixes inside values, prefixes
 // that overlap).
-func TestValuesAfterEach_AsValuesAfter(t *testing.T) {
+func TestScanner_AsValuesAfter(t *testing.T) {
 	pieces := []string{`"`, `,`, `}`, `:`, `x`, `1.5`, `"a`, `":"`, `"sequenceNumber`, `"eventID":"s:`}
 	for _, f := range eventFields {
 		pieces = append(pieces, f.prefix, f.prefix[:len(f.prefix)/2], f.prefix[len(f.prefix)/2:])
@@ -215,10 +215,10 @@ func TestValuesAfterEach_AsValuesAfter(t *testing.T) {
 		inputs = append(inputs, b.String())
 	}
 	for _, in := range inputs {
-		got := valuesAfterEach([]byte(in), eventFields)
+		got := eventScanner.values([]byte(in))
 		for x, f := range eventFields {
 			if want := valuesAfter([]byte(in), f.prefix, f.ends); !slices.Equal(got[x], want) {
-				t.Fatalf("on %q, field %s: valuesAfterEach read %q, valuesAfter %q", in, f.prefix, got[x], want)
+				t.Fatalf("on %q, field %s: the scanner read %q, valuesAfter %q", in, f.prefix, got[x], want)
 			}
 		}
 	}
