@@ -84,6 +84,7 @@ type record struct {
 	arrival time.Time // whole milliseconds
 	key     string
 	data    []byte
+	seq     string // st.seq(sh, n), formatted once: every read returns it
 }
 
 func (st *stream) next() uint64 {
