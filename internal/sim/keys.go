@@ -54,20 +54,27 @@ func (c *checker) keyDelivery(dep, owner string, seqs []string, start, end time.
 	}
 	c.ev++
 	ev := c.ev
-	idx := map[keyKey]int{}
+	// The invocation's entry of each key it carries: a key's slice in
+	// byKey grows only when its entry is made, so the pointer holds for
+	// this invocation. The map is the checker's, emptied for each.
+	if c.kdIdx == nil {
+		c.kdIdx = map[keyKey]*keyDeliv{}
+	}
+	idx := c.kdIdx
+	clear(idx)
 	for _, seq := range seqs {
 		x := c.bySeq[seq]
 		if x == nil {
 			continue
 		}
 		dk := depKey{keyKey{x.inc, x.key}}
-		i, ok := idx[dk.keyKey]
+		d, ok := idx[dk.keyKey]
 		if !ok {
-			i = len(c.byKey[dk])
-			idx[dk.keyKey] = i
-			c.byKey[dk] = append(c.byKey[dk], keyDeliv{owner: owner, start: start, end: end, ev: ev, order: order, shard: x.shard})
+			ds := append(c.byKey[dk], keyDeliv{owner: owner, start: start, end: end, ev: ev, order: order, shard: x.shard})
+			c.byKey[dk] = ds
+			d = &ds[len(ds)-1]
+			idx[dk.keyKey] = d
 		}
-		d := &c.byKey[dk][i]
 		d.ns = append(d.ns, x.n)
 	}
 }
