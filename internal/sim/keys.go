@@ -267,8 +267,8 @@ var eventFields = []scanField{
 var fixedValues = []string{"aws:kinesis", "1.0", "aws:kinesis:record", "1.0", "us-east-1"}
 
 // scanEvent reads the fields of eventFields from a Kinesis event for
-// Lambda, in one walk of it.
-func scanEvent(payload []byte) [][]string { return eventScanner.values(payload) }
+// Lambda, in one walk of it: each value as the bytes of payload it is.
+func scanEvent(payload []byte) [][][]byte { return eventScanner.spans(payload) }
 
 var eventScanner = newScanner(eventFields...)
 
@@ -276,12 +276,18 @@ var eventScanner = newScanner(eventFields...)
 // reader.LambdaTarget writes it) and checks its per-record fields; bad
 // names the first field that is wrong ("" when none).
 func eventRecords(payload []byte, shardID, stream string) (rs []seenRecord, bad string) {
-	return checkEvent(scanEvent(payload), shardID, stream)
+	fs := scanEvent(payload)
+	seqs := make([]string, len(fs[fSeq]))
+	for i, v := range fs[fSeq] {
+		seqs[i] = string(v)
+	}
+	return checkEvent(fs, seqs, shardID, stream)
 }
 
-// checkEvent is eventRecords on the fields scanEvent read.
-func checkEvent(fs [][]string, shardID, stream string) (rs []seenRecord, bad string) {
-	seqs, pks, data, ids, arns := fs[fSeq], fs[fPK], fs[fData], fs[fID], fs[fARN]
+// checkEvent is eventRecords on the fields scanEvent read, seqs those of
+// fSeq as strings.
+func checkEvent(fs [][][]byte, seqs []string, shardID, stream string) (rs []seenRecord, bad string) {
+	pks, data, ids, arns := fs[fPK], fs[fData], fs[fID], fs[fARN]
 	n := len(seqs)
 	if len(pks) != n || len(data) != n || len(ids) != n || len(arns) != n || len(fs[fArrival]) != n {
 		return nil, "a field missing from some records"
@@ -293,23 +299,26 @@ func checkEvent(fs [][]string, shardID, stream string) (rs []seenRecord, bad str
 			return nil, eventFields[f].prefix + " missing"
 		}
 		for _, v := range vs {
-			if v != want {
-				return nil, eventFields[f].prefix + v
+			if string(v) != want {
+				return nil, eventFields[f].prefix + string(v)
 			}
 		}
 	}
+	arnEnd := []byte(":stream/" + stream)
 	rs = make([]seenRecord, n)
 	for i := range n {
-		d, err := base64.StdEncoding.DecodeString(data[i])
-		switch {
+		d := make([]byte, base64.StdEncoding.DecodedLen(len(data[i])))
+		m, err := base64.StdEncoding.Decode(d, data[i])
+		switch id := ids[i]; {
 		case err != nil:
-			return nil, "data not base64: " + data[i]
-		case ids[i] != shardID+":"+seqs[i]:
-			return nil, "eventID " + ids[i]
-		case !strings.HasSuffix(arns[i], ":stream/"+stream):
-			return nil, "eventSourceARN " + arns[i]
+			return nil, "data not base64: " + string(data[i])
+		case len(id) != len(shardID)+1+len(seqs[i]) || string(id[:len(shardID)]) != shardID || id[len(shardID)] != ':' || string(id[len(shardID)+1:]) != seqs[i]:
+			// id is not shardID + ":" + seqs[i]
+			return nil, "eventID " + string(id)
+		case !bytes.HasSuffix(arns[i], arnEnd):
+			return nil, "eventSourceARN " + string(arns[i])
 		}
-		rs[i] = seenRecord{seq: seqs[i], pk: pks[i], data: d, arrivalMs: secondsToMs(fs[fArrival][i])}
+		rs[i] = seenRecord{seq: seqs[i], pk: string(pks[i]), data: d[:m], arrivalMs: secondsToMs(string(fs[fArrival][i]))}
 	}
 	return rs, ""
 }

@@ -254,13 +254,16 @@ func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func
 		return out, nil
 	}
 	fs := scanEvent(in.Payload)
-	seqs, ids := fs[fSeq], fs[fID]
-	if len(seqs) == 0 || len(ids) != len(seqs) {
+	if len(fs[fSeq]) == 0 || len(fs[fID]) != len(fs[fSeq]) {
 		return nil, fmt.Errorf("sim: the function got an event it cannot read: %.200s", in.Payload)
 	}
-	shardID, _, _ := strings.Cut(ids[0], ":")
+	seqs := make([]string, len(fs[fSeq]))
+	for i, v := range fs[fSeq] {
+		seqs[i] = string(v)
+	}
+	shardID, _, _ := strings.Cut(string(fs[fID][0]), ":")
 	if c := fn.t.w.chk; !c.noContent {
-		seen, bad := checkEvent(fs, shardID, streamName)
+		seen, bad := checkEvent(fs, seqs, shardID, streamName)
 		if bad != "" {
 			c.mu.Lock()
 			c.fail(shardKey{c.cur, shardID}, "%s: the function got an event with %s", fn.t.dep, bad)
@@ -368,7 +371,20 @@ func newScanner(fs ...scanField) *scanner {
 // fields of every event it gets, and scanning the event once a field was
 // 7 % of a world's time.
 func (s *scanner) values(b []byte) [][]string {
-	out := make([][]string, len(s.fs))
+	spans := s.spans(b)
+	out := make([][]string, len(spans))
+	for x, vs := range spans {
+		for _, v := range vs {
+			out[x] = append(out[x], string(v))
+		}
+	}
+	return out
+}
+
+// spans is values as the bytes of b they are (no copies: most values are
+// only compared).
+func (s *scanner) spans(b []byte) [][][]byte {
+	out := make([][][]byte, len(s.fs))
 	from := make([]int, len(s.fs)) // where each field's next occurrence may start; -1: no more
 	for i := 0; i < len(b)-1; i++ {
 		k := bytes.IndexByte(b[i:len(b)-1], '"')
@@ -387,7 +403,7 @@ func (s *scanner) values(b []byte) [][]string {
 				from[x] = -1
 				continue
 			}
-			out[x] = append(out[x], string(v[:j]))
+			out[x] = append(out[x], v[:j:j])
 			from[x] = i + len(f.prefix) + j
 		}
 	}
