@@ -84,6 +84,7 @@ type record struct {
 	arrival time.Time // whole milliseconds
 	key     string
 	data    []byte
+	seq     string // st.seq(sh, n), formatted once: every read returns it
 }
 
 func (st *stream) next() uint64 {
@@ -136,6 +137,9 @@ func (st *stream) expired(sh *shard, now time.Time) bool {
 // trim drops the records past retention.
 func (st *stream) trim(sh *shard, now time.Time) {
 	horizon := now.Add(-st.retention)
+	if len(sh.recs) == 0 || sh.recs[0].arrival.After(horizon) {
+		return // nothing past retention: every put and read asks
+	}
 	i := sort.Search(len(sh.recs), func(i int) bool { return sh.recs[i].arrival.After(horizon) })
 	if i == 0 {
 		return

@@ -64,8 +64,9 @@ func (c *Client) put(st *stream, e entry, now time.Time) (*shard, string, bool) 
 	}
 	st.trim(sh, now)
 	n := st.next()
-	sh.recs = append(sh.recs, record{n: n, arrival: millis(now), key: e.key, data: append([]byte(nil), e.data...)})
-	return sh, st.seq(sh, n), true
+	seq := st.seq(sh, n)
+	sh.recs = append(sh.recs, record{n: n, arrival: millis(now), key: e.key, data: append([]byte(nil), e.data...), seq: seq})
+	return sh, seq, true
 }
 
 func (c *Client) throttledWrite(st *stream, sh *shard) string {
@@ -351,7 +352,7 @@ func (c *Client) getRecords(now time.Time, in *kinesis.GetRecordsInput, out *kin
 		out.Records = append(out.Records, types.Record{
 			Data:                        append([]byte(nil), r.data...),
 			PartitionKey:                aws.String(r.key),
-			SequenceNumber:              aws.String(st.seq(sh, r.n)),
+			SequenceNumber:              aws.String(r.seq),
 			ApproximateArrivalTimestamp: aws.Time(r.arrival),
 			EncryptionType:              types.EncryptionTypeNone,
 		})

@@ -77,7 +77,7 @@ type checker struct {
 	ruleInc  map[int64]int
 	maxOrder map[int]int64
 	gens     []lease.Generation
-	runs     map[string]runTake // run key "|" inc/shard -> its take
+	runs     map[runShard]runTake // a run's take of a shard
 	// early are the loops a coordinator started on a shard whose
 	// generation's start had not reached the row yet (bug B1).
 	early map[string]bool
@@ -98,11 +98,14 @@ type checker struct {
 	curRun map[string]string
 
 	// byKey is, per deployment and key, every invocation that carried the
-	// key (keys.go); pad the padding of every record's data; noContent
-	// turns the content check off (records the world's hook may change,
-	// as KPL aggregation does).
+	// key (keys.go); quotedPad the padding of every record's data, quoted
+	// (see appendRecordData), and want a buffer the content check builds
+	// the data written in; noContent turns the content check off (records
+	// the world's hook may change, as KPL aggregation does).
 	byKey     map[depKey][]keyDeliv
-	pad       string
+	kdIdx     map[keyKey]*keyDeliv // keyDelivery's, kept for the next
+	quotedPad string
+	want      []byte
 	noContent bool
 
 	violations []Violation
@@ -264,6 +267,12 @@ type position struct {
 }
 
 // runTake is what the checker keeps of a run's take of a row.
+// runShard is a run (its key, runKey) and a shard it took.
+type runShard struct {
+	run string
+	k   shardKey
+}
+
 type runTake struct {
 	at      time.Time
 	epoch   int
@@ -283,7 +292,7 @@ type Stats struct {
 func newChecker(tr *tracer) *checker {
 	return &checker{
 		tr: tr, incs: map[int64]int{}, gone: map[int]time.Time{}, bySeq: map[string]*rec{},
-		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, late: map[int64]rule{}, runs: map[string]runTake{}, early: map[string]bool{},
+		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, late: map[int64]rule{}, runs: map[runShard]runTake{}, early: map[string]bool{},
 		folds: map[string]*fold{}, kept: map[string]*keptWindow{}, curRun: map[string]string{},
 	}
 }
@@ -428,7 +437,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 			(ps.endEpoch == ps.epoch || (ps.applied > order && ps.endEpoch == ps.epoch-1))
 	}
 	c.curRun[run+"|"+k.String()] = owner
-	c.runs[run+"|"+k.String()] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
+	c.runs[runShard{run, k}] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
 	}
@@ -754,11 +763,11 @@ func (c *checker) delivery(dep, owner, run, shardID string, seqs []string, start
 	s := first.shard
 	c.stats.Deliveries++
 	s.delivs = append(s.delivs, interval{owner: owner, start: start, end: now})
-	take, known := c.runs[run+"|"+s.key.String()]
+	take, known := c.runs[runShard{run, s.key}]
 	c.keyDelivery(dep, owner, seqs, start, now, take.order)
 	epoch := take.epoch
 	if !known {
-		if _, old := c.runs[run+"|"+shardKey{s.key.inc - 1, s.key.id}.String()]; old && s.bug == "" {
+		if _, old := c.runs[runShard{run, shardKey{s.key.inc - 1, s.key.id}}]; old && s.bug == "" {
 			// A run that took the row of the deleted stream reads the stream
 			// created again under the same shard id (B5).
 			s.bug = "B5"
@@ -881,7 +890,7 @@ func (c *checker) givenUp(owner, run string, fr reader.FailureRecord, retryLimit
 	case cond == reader.ConditionRecordAgeExceeded && !ageLimit:
 		c.fail(s.key, "%s gave records up for %s with no age limit set", c.tr.nameLocked(owner), cond)
 	}
-	epoch := c.runs[run+"|"+s.key.String()].epoch
+	epoch := c.runs[runShard{run, s.key}].epoch
 	for _, seq := range seqs {
 		x := c.bySeq[seq]
 		if x == nil || x.shard != s {

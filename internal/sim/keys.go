@@ -54,20 +54,27 @@ func (c *checker) keyDelivery(dep, owner string, seqs []string, start, end time.
 	}
 	c.ev++
 	ev := c.ev
-	idx := map[keyKey]int{}
+	// The invocation's entry of each key it carries: a key's slice in
+	// byKey grows only when its entry is made, so the pointer holds for
+	// this invocation. The map is the checker's, emptied for each.
+	if c.kdIdx == nil {
+		c.kdIdx = map[keyKey]*keyDeliv{}
+	}
+	idx := c.kdIdx
+	clear(idx)
 	for _, seq := range seqs {
 		x := c.bySeq[seq]
 		if x == nil {
 			continue
 		}
 		dk := depKey{keyKey{x.inc, x.key}}
-		i, ok := idx[dk.keyKey]
+		d, ok := idx[dk.keyKey]
 		if !ok {
-			i = len(c.byKey[dk])
-			idx[dk.keyKey] = i
-			c.byKey[dk] = append(c.byKey[dk], keyDeliv{owner: owner, start: start, end: end, ev: ev, order: order, shard: x.shard})
+			ds := append(c.byKey[dk], keyDeliv{owner: owner, start: start, end: end, ev: ev, order: order, shard: x.shard})
+			c.byKey[dk] = ds
+			d = &ds[len(ds)-1]
+			idx[dk.keyKey] = d
 		}
-		d := &c.byKey[dk][i]
 		d.ns = append(d.ns, x.n)
 	}
 }
@@ -209,7 +216,7 @@ func (c *checker) content(dep, shardID string, rs []seenRecord) {
 		switch {
 		case r.pk != "k"+strconv.Itoa(x.key):
 			what = "partition key " + strconv.Quote(r.pk)
-		case !bytes.Equal(r.data, recordData(x.key, x.n, c.pad)):
+		case !bytes.Equal(r.data, c.recordData(x)):
 			what = "data " + strconv.Quote(string(r.data))
 		case r.arrivalMs != x.arrival.UnixMilli():
 			what = "arrival " + fmtTime(time.UnixMilli(r.arrivalMs))
@@ -221,60 +228,99 @@ func (c *checker) content(dep, shardID string, rs []seenRecord) {
 	}
 }
 
+// recordData is the data of x as written, in c.want (valid until the
+// next call, under mu).
+func (c *checker) recordData(x *rec) []byte {
+	c.want = appendRecordData(c.want[:0], x.key, x.n, c.quotedPad)
+	return c.want
+}
+
+// The fields of a Kinesis event for Lambda that the function reads, each
+// as the prefix its values follow and the bytes that end them (see
+// valuesAfter), in the order of eventFields.
+const (
+	fSeq = iota
+	fPK
+	fData
+	fID
+	fARN
+	fArrival
+	fFixed // the first of the fields of fixedValues
+)
+
+var eventFields = []scanField{
+	fSeq:       {`"sequenceNumber":"`, `"`},
+	fPK:        {`"partitionKey":"`, `"`},
+	fData:      {`"data":"`, `"`},
+	fID:        {`"eventID":"`, `"`},
+	fARN:       {`"eventSourceARN":"`, `"`},
+	fArrival:   {`"approximateArrivalTimestamp":`, ",}"},
+	fFixed:     {`"eventSource":"`, `"`},
+	fFixed + 1: {`"eventVersion":"`, `"`},
+	fFixed + 2: {`"eventName":"`, `"`},
+	fFixed + 3: {`"kinesisSchemaVersion":"`, `"`},
+	fFixed + 4: {`"awsRegion":"`, `"`},
+}
+
+// fixedValues is the one value each field from fFixed on has in every
+// record.
+var fixedValues = []string{"aws:kinesis", "1.0", "aws:kinesis:record", "1.0", "us-east-1"}
+
+// scanEvent reads the fields of eventFields from a Kinesis event for
+// Lambda, in one walk of it: each value as the bytes of payload it is.
+func scanEvent(payload []byte) [][][]byte { return eventScanner.spans(payload) }
+
+var eventScanner = newScanner(eventFields...)
+
 // eventRecords reads the records of a Kinesis event for Lambda (as
 // reader.LambdaTarget writes it) and checks its per-record fields; bad
 // names the first field that is wrong ("" when none).
 func eventRecords(payload []byte, shardID, stream string) (rs []seenRecord, bad string) {
-	seqs := fieldValues(payload, `"sequenceNumber":"`)
-	pks := fieldValues(payload, `"partitionKey":"`)
-	data := fieldValues(payload, `"data":"`)
-	ids := fieldValues(payload, `"eventID":"`)
-	arns := fieldValues(payload, `"eventSourceARN":"`)
-	fixed := [][2]string{
-		{`"eventSource":"`, "aws:kinesis"}, {`"eventVersion":"`, "1.0"}, {`"eventName":"`, "aws:kinesis:record"},
-		{`"kinesisSchemaVersion":"`, "1.0"}, {`"awsRegion":"`, "us-east-1"},
+	fs := scanEvent(payload)
+	seqs := make([]string, len(fs[fSeq]))
+	for i, v := range fs[fSeq] {
+		seqs[i] = string(v)
 	}
-	arrivals := numberValues(payload, `"approximateArrivalTimestamp":`)
+	return checkEvent(fs, seqs, shardID, stream)
+}
+
+// checkEvent is eventRecords on the fields scanEvent read, seqs those of
+// fSeq as strings.
+func checkEvent(fs [][][]byte, seqs []string, shardID, stream string) (rs []seenRecord, bad string) {
+	pks, data, ids, arns := fs[fPK], fs[fData], fs[fID], fs[fARN]
 	n := len(seqs)
-	if len(pks) != n || len(data) != n || len(ids) != n || len(arns) != n || len(arrivals) != n {
+	if len(pks) != n || len(data) != n || len(ids) != n || len(arns) != n || len(fs[fArrival]) != n {
 		return nil, "a field missing from some records"
 	}
-	for _, f := range fixed {
-		vs := fieldValues(payload, f[0])
+	for i, want := range fixedValues {
+		f := fFixed + i
+		vs := fs[f]
 		if len(vs) != n {
-			return nil, f[0] + " missing"
+			return nil, eventFields[f].prefix + " missing"
 		}
 		for _, v := range vs {
-			if v != f[1] {
-				return nil, f[0] + v
+			if string(v) != want {
+				return nil, eventFields[f].prefix + string(v)
 			}
 		}
 	}
+	arnEnd := []byte(":stream/" + stream)
 	rs = make([]seenRecord, n)
 	for i := range n {
-		d, err := base64.StdEncoding.DecodeString(data[i])
-		switch {
+		d := make([]byte, base64.StdEncoding.DecodedLen(len(data[i])))
+		m, err := base64.StdEncoding.Decode(d, data[i])
+		switch id := ids[i]; {
 		case err != nil:
-			return nil, "data not base64: " + data[i]
-		case ids[i] != shardID+":"+seqs[i]:
-			return nil, "eventID " + ids[i]
-		case !strings.HasSuffix(arns[i], ":stream/"+stream):
-			return nil, "eventSourceARN " + arns[i]
+			return nil, "data not base64: " + string(data[i])
+		case len(id) != len(shardID)+1+len(seqs[i]) || string(id[:len(shardID)]) != shardID || id[len(shardID)] != ':' || string(id[len(shardID)+1:]) != seqs[i]:
+			// id is not shardID + ":" + seqs[i]
+			return nil, "eventID " + string(id)
+		case !bytes.HasSuffix(arns[i], arnEnd):
+			return nil, "eventSourceARN " + string(arns[i])
 		}
-		rs[i] = seenRecord{seq: seqs[i], pk: pks[i], data: d, arrivalMs: arrivals[i]}
+		rs[i] = seenRecord{seq: seqs[i], pk: string(pks[i]), data: d[:m], arrivalMs: secondsToMs(string(fs[fArrival][i]))}
 	}
 	return rs, ""
-}
-
-// numberValues returns the JSON numbers of seconds (as
-// approximateArrivalTimestamp is written, 1545084650.987) that follow each
-// occurrence of prefix in b, in milliseconds; -1 for one it cannot read.
-func numberValues(b []byte, prefix string) []int64 {
-	var out []int64
-	for _, v := range valuesAfter(b, prefix, ",}") {
-		out = append(out, secondsToMs(v))
-	}
-	return out
 }
 
 func secondsToMs(s string) int64 {

@@ -2,6 +2,9 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +15,7 @@ func keyWorld(t *testing.T) *checker {
 	t.Helper()
 	t0 := time.Unix(946684800, 0)
 	c := newChecker(newTracer(t0))
-	c.pad = "xx"
+	c.quotedPad = strconv.Quote("xx")
 	c.cur = 1
 	for n := range 10 {
 		s := c.shard(shardKey{1, "s"})
@@ -162,5 +165,56 @@ func TestReaderOptionsRecordTheLag(t *testing.T) {
 	w.lags.Store("s1", int64(7))
 	if ms, ok := o.Lag(streamName, "s1"); !ok || ms != 7 {
 		t.Fatalf("Lag = %d, %v; want the shard's last lag, 7", ms, ok)
+	}
+}
+
+// recordData writes what fmt wrote before it was written out by hand:
+// `{"k":%d,"n":%d,"t":%q,"p":%q}` (a seed names a world for one form of
+// the data; the filters match on it).
+func TestRecordData_AsFmtWroteIt(t *testing.T) {
+	for _, pad := range []string{"", "xx", strings.Repeat("x", 700), "a\"b\n\u00e9"} {
+		for _, k := range []int{0, 1, 9, 10, 99, 100, 12345} {
+			for _, n := range []int{0, 1, 2, 10, 101, 99999} {
+				t0 := "a"
+				if (k+n)%2 == 1 {
+					t0 = "b"
+				}
+				want := fmt.Sprintf(`{"k":%d,"n":%d,"t":%q,"p":%q}`, k, n, t0, pad)
+				if got := string(recordData(k, n, pad)); got != want {
+					t.Fatalf("recordData(%d, %d, %q) = %s, want %s", k, n, pad, got, want)
+				}
+				if got := string(appendRecordData([]byte("junk"), k, n, strconv.Quote(pad))); got != "junk"+want {
+					t.Fatalf("appendRecordData(junk, %d, %d, %q) = %s, want junk%s", k, n, pad, got, want)
+				}
+			}
+		}
+	}
+}
+
+// A scanner reads what valuesAfter reads for each field, on events
+// and on bytes pieced together from the fields' own prefixes, quotes,
+// commas and braces (values cut short, prefixes inside values, prefixes
+// that overlap).
+func TestScanner_AsValuesAfter(t *testing.T) {
+	pieces := []string{`"`, `,`, `}`, `:`, `x`, `1.5`, `"a`, `":"`, `"sequenceNumber`, `"eventID":"s:`}
+	for _, f := range eventFields {
+		pieces = append(pieces, f.prefix, f.prefix[:len(f.prefix)/2], f.prefix[len(f.prefix)/2:])
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := []string{"", `{"Records":[]}`}
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(30) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		inputs = append(inputs, b.String())
+	}
+	for _, in := range inputs {
+		got := eventScanner.values([]byte(in))
+		for x, f := range eventFields {
+			if want := valuesAfter([]byte(in), f.prefix, f.ends); !slices.Equal(got[x], want) {
+				t.Fatalf("on %q, field %s: the scanner read %q, valuesAfter %q", in, f.prefix, got[x], want)
+			}
+		}
 	}
 }

@@ -341,7 +341,7 @@ func (c *checker) windowAnswered(owner, run, shardID string, win reader.Window, 
 	if !final {
 		return
 	}
-	take, ok := c.runs[run+"|"+s.key.String()]
+	take, ok := c.runs[runShard{run, s.key}]
 	if !ok || take.epoch != s.epoch {
 		return // a run of an earlier epoch, revoked since
 	}
