@@ -404,16 +404,18 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	// no generation reached yet, under the one the shard was created under
 	// (or, for a loop its coordinator started while a generation was being
 	// applied, that generation).
-	order := s.applied
-	if s.kept > order && !(s.cfg != nil && s.cfg.order > s.kept) {
-		order = s.kept
-	}
+	order, early := s.applied, false
 	switch {
 	case order != 0:
 	case s.cfg != nil && (c.early[lease.LoopOwner(owner)] || pending && lease.LoopOwner(owner) == owner):
-		order = s.cfg.order // a loop started early (B1), under the generation being applied
+		order, early = s.cfg.order, true // a loop started early (B1), under the generation being applied
 	default:
 		order = s.created
+	}
+	if !early {
+		// A generation that kept the row as it was governs it from then
+		// on, also while a newer one is on its way to the row (pending).
+		order = max(order, s.kept)
 	}
 	if !pending {
 		// A child no newer generation is on its way to reads under the
