@@ -495,26 +495,32 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	// A record of an earlier incarnation says nothing about this one's rows.
 	applied := !found || rec.Applied || (rec.Incarnation != 0 && sum.incarnation != 0 && rec.Incarnation != sum.incarnation)
 	apply := sub // the configuration whose start is applied
-	// A default generation (no start: each shard without a row opens at the
-	// record's pinned tip) is the same whoever applies it: a coordinator
-	// that does not own it finishes it when its own coordinator could not,
-	// rather than wait (and take nothing) until it does.
-	finishDefault := !applied && rec.ID == lease.DefaultGeneration
+	// A generation the record names is the same whoever applies it: its
+	// start as configured is in the record. A coordinator that does not own
+	// it finishes it when its own coordinator could not, rather than wait
+	// (and take nothing) until it does, which after a deploy that changed
+	// the start back may be never. A record written before the configured
+	// start was kept can be finished by others only when it is the default.
+	theirs := Subscription{Stream: sub.Stream, Start: rec.Configured, Generation: rec.ID}
+	finishOther := !applied && (rec.ID == lease.DefaultGeneration || rec.Configured != "")
+	if rec.ID == lease.DefaultGeneration {
+		theirs.Start, theirs.Generation = "", ""
+	}
 	switch step {
 	case genFollow:
-		if !finishDefault {
+		if !finishOther {
 			return false, applied, nil
 		}
-		apply = Subscription{Stream: sub.Stream}
+		apply = theirs
 	case genStale:
 		res.StaleConfiguration = true
-		log.WarnContext(ctx, "the stream's recorded generation is newer than this configuration's start position; changing nothing",
+		log.WarnContext(ctx, "the stream's recorded generation is newer than this configuration's start position; changing nothing of this configuration's",
 			"start", sub.Start, "generation", sub.Generation, "recorded", rec.ID, "recorded_start", rec.Start,
-			"recorded_order", rec.Order, "recorded_at", rec.RecordedAt, "recorded_by", rec.RecordedBy)
-		if !finishDefault {
+			"recorded_order", rec.Order, "recorded_at", rec.RecordedAt, "recorded_by", rec.RecordedBy, "finishing_it", finishOther)
+		if !finishOther {
 			return false, applied, nil
 		}
-		apply = Subscription{Stream: sub.Stream}
+		apply = theirs
 	case genBegin:
 		if err := checkSequenceShard(sub, listing); err != nil {
 			return false, false, err
@@ -557,31 +563,54 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	// Apply rec's start to the shards it covers that are still listed. Each
 	// write is conditional on the row's order, so a pass that repeats one
 	// after a failure changes nothing, and an older coordinator's write can
-	// never land over it.
+	// never land over it. A row that already carries the generation (or a
+	// newer one) needs no write; a failed write does not stop the others,
+	// so each pass leaves fewer rows to write and a large stream's
+	// application converges under a store that fails now and then. But a
+	// shard's start is never written before its parents' (the listing
+	// holds parents first): a child re-opened while its parent is not yet
+	// would be read from its start at once by its loop's next run, before
+	// the parent's records it follows.
 	listed := make(map[string]shards.Shard, len(listing))
 	for _, s := range listing {
 		listed[s.ID] = s
 	}
 	n := 0
+	var failed error
+	unwritten := map[string]bool{} // shards whose start is not written this pass
 	for _, id := range rec.Shards {
 		s, ok := listed[id]
 		if !ok {
 			continue
 		}
 		row, hasRow := rows[id]
+		if hasRow && carries(row, rec) {
+			continue
+		}
+		if slices.ContainsFunc(s.Parents(), func(p string) bool { return unwritten[p] }) {
+			unwritten[id] = true
+			continue
+		}
 		st, err := startFor(rec, apply, s, row, hasRow)
 		if err != nil {
 			return n > 0, false, err
 		}
 		changed, err := c.store.SetStart(ctx, stream, id, st)
 		if err != nil {
-			return n > 0, false, fmt.Errorf("record start position on %s: %w", id, err)
+			unwritten[id] = true
+			if failed == nil {
+				failed = fmt.Errorf("record start position on %s: %w", id, err)
+			}
+			continue
 		}
 		if changed {
 			n++
 		}
 	}
 	res.StartRecorded = n > 0
+	if failed != nil {
+		return n > 0, false, failed
+	}
 	rec.Applied = true
 	if err := c.store.PutGeneration(ctx, stream, rec, rec.Order); err != nil {
 		if errors.Is(err, lease.ErrChanged) { // a newer generation is being recorded over these rows
@@ -592,6 +621,13 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	res.Generation = rec
 	log.InfoContext(ctx, "generation applied", "generation", rec.ID, "order", rec.Order, "start", rec.Start, "rows", n)
 	return n > 0, true, nil
+}
+
+// carries reports whether row already has generation rec's start (or a
+// newer generation's) recorded, for the incarnation rec is for.
+func carries(row lease.Lease, rec lease.Generation) bool {
+	sameIncarnation := rec.Incarnation == 0 || row.Incarnation == 0 || row.Incarnation == rec.Incarnation
+	return sameIncarnation && row.GenerationOrder >= rec.Order
 }
 
 // startLateShards records a generation's future timestamp start on the

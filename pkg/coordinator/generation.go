@@ -52,17 +52,30 @@ func generationID(sub Subscription) string {
 //     configuration deployed since).
 //   - The record is this configuration's: finish it if not yet applied.
 //   - Without a configured start, never begin over a record: follow it.
-//   - A configuration the record has superseded is older: stale.
 //   - A configuration deployed before the record's (both deploy times
 //     known) is older, though the table has not seen it (its coordinator
-//     passed late): stale.
+//     passed late): stale. One deployed after it is newer, though the
+//     record supersedes its id (a deploy changed the start and a later one
+//     changed it back): begin.
+//   - Otherwise a configuration the record has superseded is older: stale.
 //   - Any other configuration is one the table has not seen, so newer than
 //     the record: begin. Generations are thereby ordered by deploy time
-//     where known, else by when each was first recorded, and a superseded
-//     one is never applied again.
+//     where known, else by when each was first recorded.
+//
+// A coordinator that does not begin or finish still finishes a recorded
+// generation that is not applied (Generation.Configured): stale or not,
+// it would otherwise take nothing until the record's own configuration
+// passed again, which after a deploy back may be never.
 func stepFor(rec lease.Generation, found bool, sub Subscription, incarnation int64) genStep {
 	id := generationID(sub)
 	sameIncarnation := found && (rec.Incarnation == 0 || incarnation == 0 || rec.Incarnation == incarnation)
+	if found && rec.ID != id && !sub.DeployedAt.IsZero() && !rec.DeployedAt.IsZero() && !sub.DeployedAt.Equal(rec.DeployedAt) &&
+		(sub.Start != "" || !sameIncarnation) {
+		if sub.DeployedAt.Before(rec.DeployedAt) {
+			return genStale
+		}
+		return genBegin
+	}
 	switch {
 	case !sameIncarnation:
 		if found && rec.Supersedes(id) {
@@ -77,8 +90,6 @@ func stepFor(rec lease.Generation, found bool, sub Subscription, incarnation int
 	case sub.Start == "":
 		return genFollow
 	case rec.Supersedes(id):
-		return genStale
-	case !sub.DeployedAt.IsZero() && !rec.DeployedAt.IsZero() && sub.DeployedAt.Before(rec.DeployedAt):
 		return genStale
 	}
 	return genBegin
@@ -108,7 +119,7 @@ func pinTip(serverNow time.Time) string {
 // the superseded, the start with the tip pinned, the listed shards.
 func newGeneration(prev lease.Generation, found bool, sub Subscription, listing []shards.Shard, incarnation int64, serverNow, now time.Time, name string) lease.Generation {
 	g := lease.Generation{
-		ID: generationID(sub), Start: sub.Start, Tip: pinTip(serverNow), Order: 1,
+		ID: generationID(sub), Start: sub.Start, Configured: sub.Start, Tip: pinTip(serverNow), Order: 1,
 		Incarnation: incarnation, DeployedAt: sub.DeployedAt, RecordedAt: now, RecordedBy: name,
 	}
 	if sub.Start == "" || sub.Start == string(reader.Latest) {

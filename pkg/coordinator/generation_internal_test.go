@@ -61,6 +61,13 @@ func TestStepFor(t *testing.T) {
 		{"DeployedAfterTheRecordBegins", deployed(rec("gh", true, 7), 20), true, at(latest, 30), 7, genBegin},
 		{"UnknownDeployTimeIsNewerWhenUnseen", deployed(rec("gh", true, 7), 20), true, latest, 7, genBegin},
 		{"ARecordWithoutADeployTimeIsOlderThanAnUnseenOne", rec("gh", true, 7), true, at(latest, 10), 7, genBegin},
+		// Latest, then horizon, then latest again: the record supersedes
+		// latest's id, but latest was deployed after it.
+		{"DeployedAgainAfterTheRecordThatSupersededItBegins", deployed(rec("gh", true, 7, "gl"), 20), true, at(latest, 30), 7, genBegin},
+		{"SupersededAndDeployedBeforeTheRecordIsStale", deployed(rec("gh", true, 7, "gl"), 20), true, at(latest, 10), 7, genStale},
+		{"SupersededWithoutDeployTimesIsStale", rec("gh", false, 7, "gl"), true, latest, 7, genStale},
+		{"WithoutAStartFollowsARecordDeployedBefore", deployed(rec("gh", true, 7), 20), true, at(none, 30), 7, genFollow},
+		{"DeployedAfterARecordOfAnEarlierIncarnationThatSupersededItBegins", deployed(rec("gh", true, 5, "gl"), 20), true, at(latest, 30), 7, genBegin},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

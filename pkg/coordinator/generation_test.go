@@ -734,3 +734,75 @@ func TestPass_ClockSkewNeitherStealsALiveLeaseNorDelaysADeadOne(t *testing.T) {
 		})
 	}
 }
+
+// TestPass_AHalfAppliedGenerationIsFinishedByTheConfigurationThatReplacedIt
+// is world 1868's stall: a deploy recorded a new start's generation and its
+// pass failed part way; the configuration was changed back before any of
+// its coordinators passed again. The coordinators left were stale to the
+// record (it supersedes their start) or had no start at all, none finished
+// it, and every pass took nothing, for good. Any coordinator now finishes
+// the recorded generation from the record itself.
+func TestPass_AHalfAppliedGenerationIsFinishedByTheConfigurationThatReplacedIt(t *testing.T) {
+	for _, back := range []string{"latest", ""} {
+		t.Run("back to "+strconv.Quote(back), func(t *testing.T) {
+			kc := testaws.Kinesis(t)
+			stream := newStream(t, kc, 2)
+			ms := memStore(t)
+			first := pass(t, newCoordinator(t, sub(stream, "latest"), ms, kc, &recorder{}))
+			for _, l := range first.Started {
+				if err := ms.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			half := newCoordinator(t, sub(stream, "horizon"), &failingSetStart{Store: ms, left: 1}, kc, &recorder{})
+			if _, err := half.Pass(t.Context()); err == nil {
+				t.Fatal("the horizon pass whose second start failed succeeded")
+			}
+			if rec, err := ms.GetGeneration(t.Context(), stream); err != nil || rec.Applied || rec.Start != "horizon" {
+				t.Fatalf("record after the failed pass = %+v, %v; want horizon, not applied", rec, err)
+			}
+
+			res := pass(t, newCoordinator(t, sub(stream, back), ms, kc, &recorder{}))
+			if len(res.Started) != 2 || res.GenerationPending {
+				t.Fatalf("pass of the configuration changed back = %+v, want the recorded generation finished and both shards taken", res)
+			}
+			rec, err := ms.GetGeneration(t.Context(), stream)
+			if err != nil || !rec.Applied || rec.Start != "horizon" {
+				t.Fatalf("record = %+v, %v; want horizon, applied", rec, err)
+			}
+			for id, r := range rowsOf(t, ms, stream) {
+				if r.Start != "horizon" || r.Generation != rec.ID {
+					t.Fatalf("row %s = %+v, want the horizon generation's start", id, r)
+				}
+			}
+		})
+	}
+}
+
+// TestPass_AConfigurationDeployedAgainAfterTheOneThatSupersededItBegins: a
+// deploy from latest to horizon, then back to latest. Latest is among the
+// horizon record's superseded ids, but it was deployed after it: it is the
+// newer configuration and begins again (before, it was stale for good and
+// the deploy changed nothing). The horizon coordinator, deployed before,
+// is stale to it.
+func TestPass_AConfigurationDeployedAgainAfterTheOneThatSupersededItBegins(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 2)
+	ms := memStore(t)
+	at := func(start string, d time.Duration) coordinator.Config {
+		c := sub(stream, start)
+		c.Subscriptions[0].DeployedAt = time.UnixMilli(1_800_000_000_000).Add(d)
+		return c
+	}
+	pass(t, newCoordinator(t, at("latest", 0), ms, kc, &recorder{}))
+	if h := pass(t, newCoordinator(t, at("horizon", time.Minute), ms, kc, &recorder{})); h.Step != "begin" {
+		t.Fatalf("horizon's pass = %+v, want it to begin", h)
+	}
+	again := pass(t, newCoordinator(t, at("latest", 2*time.Minute), ms, kc, &recorder{}))
+	if again.Step != "begin" || again.Generation.Order != 3 || again.Generation.Supersedes(again.Generation.ID) {
+		t.Fatalf("latest deployed again = %+v, want it to begin generation 3", again)
+	}
+	if h := pass(t, newCoordinator(t, at("horizon", time.Minute), ms, kc, &recorder{})); h.Step != "stale" {
+		t.Fatalf("horizon's coordinator after latest was deployed again = %+v, want it stale", h)
+	}
+}

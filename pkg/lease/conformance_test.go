@@ -796,7 +796,7 @@ var coordinatorCases = []conformanceCase{
 		if _, err := s.GetGeneration(ctx, stream); !errors.Is(err, lease.ErrNotFound) {
 			t.Fatalf("no record yet: err = %v, want ErrNotFound", err)
 		}
-		g1 := lease.Generation{ID: "ga", Start: "horizon", Tip: "timestamp:9", Order: 1, Incarnation: 1700,
+		g1 := lease.Generation{ID: "ga", Start: "horizon", Configured: "horizon", Tip: "timestamp:9", Order: 1, Incarnation: 1700,
 			Shards: []string{"s0", "s1"}, DeployedAt: clock.Now().Add(-time.Hour), RecordedAt: clock.Now(), RecordedBy: "coordinator-1"}
 		must(t, s.PutGeneration(ctx, stream, g1, 0))
 		if err := s.PutGeneration(ctx, stream, lease.Generation{ID: "gb", Start: "latest", Order: 1}, 0); !errors.Is(err, lease.ErrChanged) {
@@ -804,7 +804,7 @@ var coordinatorCases = []conformanceCase{
 		}
 		got, err := s.GetGeneration(ctx, stream)
 		must(t, err)
-		if got.ID != "ga" || got.Tip != "timestamp:9" || got.Order != 1 || got.Incarnation != 1700 || len(got.Shards) != 2 || got.Applied ||
+		if got.ID != "ga" || got.Configured != "horizon" || got.Tip != "timestamp:9" || got.Order != 1 || got.Incarnation != 1700 || len(got.Shards) != 2 || got.Applied ||
 			!got.RecordedAt.Equal(clock.Now()) || got.RecordedBy != "coordinator-1" || !got.DeployedAt.Equal(clock.Now().Add(-time.Hour)) {
 			t.Fatalf("record = %+v, want g1 as written", got)
 		}

@@ -136,6 +136,7 @@ type genRow struct {
 	Stream      string   `dynamodbav:"generation_stream"`
 	ID          string   `dynamodbav:"generation_id"`
 	Start       string   `dynamodbav:"generation_start"`
+	Configured  string   `dynamodbav:"generation_configured,omitempty"`
 	Tip         string   `dynamodbav:"generation_tip,omitempty"`
 	Order       int64    `dynamodbav:"generation_order"`
 	Superseded  []string `dynamodbav:"generation_superseded,omitempty"`
@@ -680,7 +681,7 @@ func (s *DynamoStore) GetGeneration(ctx context.Context, stream string) (Generat
 	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
 		return Generation{}, fmt.Errorf("decode %s: %w", key, err)
 	}
-	g := Generation{ID: r.ID, Start: r.Start, Tip: r.Tip, Order: r.Order, Superseded: r.Superseded, Incarnation: r.Incarnation,
+	g := Generation{ID: r.ID, Start: r.Start, Configured: r.Configured, Tip: r.Tip, Order: r.Order, Superseded: r.Superseded, Incarnation: r.Incarnation,
 		Shards: r.Shards, Applied: r.Applied, RecordedBy: r.RecordedBy}
 	if r.RecordedAt != 0 {
 		g.RecordedAt = time.UnixMilli(r.RecordedAt)
@@ -697,7 +698,7 @@ func (s *DynamoStore) PutGeneration(ctx context.Context, stream string, g Genera
 		return err
 	}
 	key := generationKey(stream)
-	item, err := attributevalue.MarshalMap(genRow{Key: key, Stream: stream, ID: g.ID, Start: g.Start, Tip: g.Tip, Order: g.Order,
+	item, err := attributevalue.MarshalMap(genRow{Key: key, Stream: stream, ID: g.ID, Start: g.Start, Configured: g.Configured, Tip: g.Tip, Order: g.Order,
 		Superseded: g.Superseded, Shards: g.Shards, Applied: g.Applied, RecordedAt: ms(g.RecordedAt),
 		RecordedBy: g.RecordedBy, Incarnation: g.Incarnation})
 	if err != nil {

@@ -340,6 +340,12 @@ type Generation struct {
 	// Start is the start position as recorded (a tip pinned as
 	// "timestamp:<ms>" on Kinesis's clock, once, when the record was made).
 	Start string
+	// Configured is the start as its configuration gave it ("latest",
+	// "horizon", "timestamp:<ms>", "sequence:<shard>:<seq>"; empty for the
+	// default generation, and in records written before it was kept): with
+	// it, any coordinator can finish applying the generation, whatever its
+	// own configuration.
+	Configured string
 	// Tip is the stream's tip when the generation began, pinned the same
 	// way: where a shard the start does not name opens when it has no row
 	// yet (the other shards of a sequence start, every shard of the
