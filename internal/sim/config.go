@@ -111,6 +111,9 @@ type Faults struct {
 	StoreBefore, StoreAfter float64
 	SlowRenew               float64
 	SlowRenewMax            time.Duration
+	// SlowStart: the starts a generation records row by row succeed slowly
+	// (1 to SlowRenewMax), holding its application open.
+	SlowStart float64
 	// Kinesis reads: latency, throttles, expired iterators, internal
 	// failures (half after the call was served), ListShards limits.
 	KinesisLatency, KinesisTail       time.Duration
@@ -372,7 +375,45 @@ func Draw(seed uint64) Config {
 			c.Events = append(c.Events, Event{At: during(), Kind: Pause, Deployment: r.IntN(n), Pick: f(), Pause: between(time.Second, 2*c.Reader.Lease)})
 		}
 	}
-	_ = pick
+	// Generation races, drawn last: a redeploy that moves the start while
+	// coordinators race to apply it. Splits shortly before leave closed
+	// parents the start re-opens while their children are held; local
+	// runners restart one at a time, so processes of both configurations
+	// pass at once; a start in the future meets a split before it arrives;
+	// and a second redeploy can supersede the first before it has reached
+	// every row.
+	if f() < 0.4 {
+		i := r.IntN(n)
+		c.Faults.SlowStart = rate(0.7, 0.5)
+		var multi []int
+		for j, d := range c.Deployments {
+			if !d.Lambda && d.Runners > 1 {
+				multi = append(multi, j)
+			}
+		}
+		if len(multi) > 0 && f() < 0.75 {
+			i = multi[r.IntN(len(multi))]
+		}
+		at := between(2*time.Minute, c.Produce-2*time.Minute)
+		for range 1 + r.IntN(2) {
+			c.Events = append(c.Events, Event{At: at - between(5*time.Second, time.Minute), Kind: Split, Pick: f()})
+		}
+		ahead := between(3*time.Second, 40*time.Second)
+		st := pick("horizon", "timestamp:-10m", "timestamp:-90s", "future", "future")
+		if st == "future" {
+			st = fmt.Sprintf("timestamp:+%s", ahead.Round(time.Second))
+			c.Events = append(c.Events, Event{At: at + between(500*time.Millisecond, ahead), Kind: Split, Pick: f()})
+		}
+		var stagger time.Duration
+		if d := c.Deployments[i]; !d.Lambda && d.Runners > 1 && f() < 0.7 {
+			stagger = between(100*time.Millisecond, 8*time.Second)
+		}
+		c.Events = append(c.Events, Event{At: at, Kind: Redeploy, Deployment: i, Start: st, Pause: stagger})
+		if f() < 0.3 {
+			c.Events = append(c.Events, Event{At: at + between(0, 3*time.Second), Kind: Redeploy, Deployment: i,
+				Start: pick("horizon", "timestamp:-10m", "latest", "timestamp:+20s")})
+		}
+	}
 	sortEvents(c.Events)
 	return c
 }

@@ -47,16 +47,18 @@ type lambdaDep struct {
 	wg     sync.WaitGroup
 	tgt    reader.Target
 
-	mu        sync.Mutex
-	version   int
-	start     string
-	scheduled bool
-	stopped   bool
-	coordIdle []*coordInst
-	readIdle  []*readInst
-	execs     map[string]bool // execution names ever used
-	live      map[int64]*liveInv
-	nextInv   int64
+	mu      sync.Mutex
+	version int
+	start   string
+	// deployedAt is when the current version was deployed.
+	deployedAt time.Time
+	scheduled  bool
+	stopped    bool
+	coordIdle  []*coordInst
+	readIdle   []*readInst
+	execs      map[string]bool // execution names ever used
+	live       map[int64]*liveInv
+	nextInv    int64
 }
 
 type coordInst struct {
@@ -93,7 +95,10 @@ func (l *lambdaDep) rs(what string) *stream { return l.w.rnd.get("lambda:" + l.d
 
 // deploy publishes a new version with start; the schedule begins with the
 // first deploy.
-func (l *lambdaDep) deploy(start string) {
+// deploy makes a new version current; a Lambda deployment is never
+// rolling (stagger is ignored): invocations of the old version run on to
+// their end beside the new one's anyway.
+func (l *lambdaDep) deploy(start string, _ time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped {
@@ -101,6 +106,7 @@ func (l *lambdaDep) deploy(start string) {
 	}
 	l.version++
 	l.start = start
+	l.deployedAt = time.Now().Truncate(time.Millisecond) // the function's LastModified, on AWS's clock
 	if !l.scheduled {
 		l.scheduled = true
 		l.wg.Go(l.schedule)
@@ -131,11 +137,11 @@ func (l *lambdaDep) acquireCoordinator() (*coordInst, error) {
 			return c, nil
 		}
 	}
-	version, start := l.version, l.start
+	version, start, deployedAt := l.version, l.start, l.deployedAt
 	l.mu.Unlock()
 	clock := w.newHost(l.d.Name + "-coordinator")
 	c, err := coordinator.New(coordinator.Config{
-		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: start}},
+		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: start, DeployedAt: deployedAt}},
 		RelistInterval: w.cfg.Reader.Relist,
 		LeaseDuration:  w.cfg.Reader.Lease,
 		Clock:          clock.Now,

@@ -45,7 +45,7 @@ func newLocal(w *World, d Deployment) *local {
 	return l
 }
 
-func (l *local) deploy(start string) {
+func (l *local) deploy(start string, stagger time.Duration) {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
@@ -53,12 +53,39 @@ func (l *local) deploy(start string) {
 	}
 	l.start = start
 	old := l.procs
+	if stagger > 0 {
+		l.mu.Unlock()
+		l.wg.Go(func() { l.roll(len(old), stagger) })
+		return
+	}
 	l.procs = make([]*proc, len(old))
 	l.mu.Unlock()
 	for _, p := range old {
 		stopProc(p)
 	}
 	for i := range old {
+		l.startProc(i)
+	}
+}
+
+// roll restarts the n processes one at a time, stagger apart, with the
+// start current when each restarts: until the last one has, processes of
+// both configurations share the stream, and their coordinators race to
+// apply (or keep) the generation.
+func (l *local) roll(n int, stagger time.Duration) {
+	for i := range n {
+		if i > 0 {
+			select {
+			case <-l.ctx.Done():
+				return
+			case <-time.After(stagger):
+			}
+		}
+		l.mu.Lock()
+		p := l.procs[i]
+		l.procs[i] = nil
+		l.mu.Unlock()
+		stopProc(p)
 		l.startProc(i)
 	}
 }
@@ -73,7 +100,9 @@ func (l *local) startProc(i int) {
 	}
 	clock := l.clocks[i]
 	r, err := runner.New(runner.Options{
-		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: l.start}},
+		// Stamped as `shardloop run` stamps it: the host's clock when the
+		// process starts.
+		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: l.start, DeployedAt: clock.Now()}},
 		Store:          &store{t: w.table, dep: l.d.Name},
 		Kinesis:        w.net,
 		Reader:         w.readerOptions(l.d.Name, clock, nil, nil, w.newTarget(l.d.Name)),

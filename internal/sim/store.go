@@ -56,8 +56,11 @@ const (
 	faultAfter
 )
 
-// rareWrite are the store calls a world makes few of, by op.
-var rareWrite = map[string]bool{"pin": true, "release": true, "SHARD_END checkpoint": true, "renew with SHARD_END": true, "window checkpoint": true}
+// rareWrite are the store calls a world makes few of, by op: a
+// generation's writes (its record, the starts it applies row by row) among
+// them.
+var rareWrite = map[string]bool{"pin": true, "release": true, "SHARD_END checkpoint": true, "renew with SHARD_END": true, "window checkpoint": true,
+	"set start": true, "put generation": true}
 
 // call runs one store call: latency, the fault drawn, f under the table's
 // lock, latency back.
@@ -88,7 +91,10 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 			fault = faultAfter
 		}
 	}
-	if strings.HasPrefix(op, "renew") && rs.hit(fs.SlowRenew) {
+	// Renewals are slow at times, and so are the starts a generation
+	// writes row by row: a slow one holds its application open while other
+	// coordinators read the rows.
+	if (strings.HasPrefix(op, "renew") && rs.hit(fs.SlowRenew)) || (op == "set start" && rs.hit(fs.SlowStart)) {
 		slow := rs.dur(time.Second, max(time.Second, fs.SlowRenewMax))
 		if rs.intN(2) == 0 {
 			before += slow

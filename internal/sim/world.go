@@ -61,8 +61,10 @@ type World struct {
 // driver runs one deployment.
 type driver interface {
 	// deploy (re)deploys with the start position (resolved: no offsets,
-	// "sequence:<shard>:<seq>").
-	deploy(start string)
+	// "sequence:<shard>:<seq>"). A stagger above zero is a rolling
+	// redeploy (local runners: one process restarted at a time, that long
+	// apart, the others running on with the start they had).
+	deploy(start string, stagger time.Duration)
 	// kill kills the loop of a shard, if one runs; it reports whether one did.
 	kill(shardID string) bool
 	// crash kills a whole process (local runners) and restarts it after pause.
@@ -261,8 +263,12 @@ func (w *World) apply(e Event) {
 		w.mu.Lock()
 		w.starts[e.Deployment] = start
 		w.mu.Unlock()
-		w.tr.add("", "", "%s %s with start %q", e.Kind, d.Name, resolved)
-		w.deps[e.Deployment].deploy(resolved)
+		if e.Pause > 0 {
+			w.tr.add("", "", "%s %s with start %q, rolling: a process every %s", e.Kind, d.Name, resolved, e.Pause)
+		} else {
+			w.tr.add("", "", "%s %s with start %q", e.Kind, d.Name, resolved)
+		}
+		w.deps[e.Deployment].deploy(resolved, e.Pause)
 	case Split, Merge:
 		w.reshard(e)
 	case Kill:
@@ -645,9 +651,14 @@ func appendRecordData(b []byte, k, n int, quotedPad string) []byte {
 // with -sim.strict it does. Remove a bug here when its fix lands: its
 // worlds are then ordinary failures again.
 //
-// None today: B6 (staleGeneration) was fixed in pkg/shards.Decide, where a
-// shard a new start re-opens waits for its descendants' revoked holders.
-var KnownBugs = map[string]string{}
+// B6 (staleGeneration) was fixed in pkg/shards.Decide, where a shard a new
+// start re-opens waits for its descendants' revoked holders.
+var KnownBugs = map[string]string{
+	"B5": "a run whose row and stream matched when it began opens its shard after the stream was deleted and created " +
+		"again under the same name (within the run's first seconds): GetShardIterator by name answers for the new " +
+		"stream, and the run delivers its records on the old incarnation's row without a take (world 3002099: " +
+		"recreated 2 s after it was deleted). Not yet traced; likely the incarnation check at the run's start is not repeated when it opens the shard.",
+}
 
 // Unknown returns the violations that are no known bug's.
 func (r *Result) Unknown() []Violation {

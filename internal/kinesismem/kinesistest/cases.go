@@ -53,6 +53,7 @@ var cases = []testCase{
 	{name: "PutRecords_RefusesNoEntriesAndMoreThan500", needs: QuirkPutRecordsCount, run: putRecordsCount},
 	{name: "PutRecord_CountsThePartitionKeyInTheRecordSize", needs: QuirkRecordSize, run: recordSize},
 	{name: "DeleteStream_RemovesTheStreamAndFreesItsName", run: deleteStream},
+	{name: "DeleteStream_AnIteratorOfTheDeletedStreamNeverReadsTheNewOne", run: iteratorOfDeletedStream},
 	{name: "Answers_CarryTheServersTime", run: serverTime},
 }
 
@@ -735,6 +736,47 @@ func deleteStream(t *testing.T, k *kit) {
 	if recs, _ := k.drain(t, k.at(t, name, shard0, types.ShardIteratorTypeTrimHorizon), 0); len(recs) != 0 {
 		t.Errorf("the new stream holds %v", data(recs))
 	}
+}
+
+// iteratorOfDeletedStream: a reader holding an iterator when its stream is
+// deleted and created again under the same name must not read the new
+// stream's records with it (they belong to another incarnation's shard of
+// the same id): the read fails.
+func iteratorOfDeletedStream(t *testing.T, k *kit) {
+	name := k.create(t, 1)
+	k.put(t, name, "k", "old", nil)
+	old := k.at(t, name, shard0, types.ShardIteratorTypeLatest)
+	if _, err := k.API.DeleteStream(k.ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(name)}); err != nil {
+		t.Fatalf("DeleteStream: %v", err)
+	}
+	deadline := time.Now().Add(k.Timeout)
+	for {
+		_, err := k.API.DescribeStreamSummary(k.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %s still there %s after DeleteStream", name, k.Timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := k.API.CreateStream(k.ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatalf("CreateStream again: %v", err)
+	}
+	k.waitActive(t, name)
+	k.put(t, name, "k", "new", nil)
+	out, err := k.API.GetRecords(k.ctx, &kinesis.GetRecordsInput{ShardIterator: old})
+	t.Logf("GetRecords with the deleted stream's iterator: %d records, err %T %v", len(recordsOf(out)), err, err)
+	if err == nil && len(out.Records) > 0 {
+		t.Errorf("the deleted stream's iterator read %v of the stream created again", data(out.Records))
+	}
+}
+
+func recordsOf(out *kinesis.GetRecordsOutput) []types.Record {
+	if out == nil {
+		return nil
+	}
+	return out.Records
 }
 
 func serverTime(t *testing.T, k *kit) {
