@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
 	"github.com/shardloop/shardloop/pkg/shards"
 )
 
@@ -277,4 +284,50 @@ func (w *lockedWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// TestPrintTargets_LoopsPrintingAtOnceWriteWholeLines: every loop of a run
+// delivers to the one printing target at once. Each batch is one write under
+// a lock: the writer (a plain buffer here, standard output in a run) needs
+// no locking, and no line is cut by another shard's.
+func TestPrintTargets_LoopsPrintingAtOnceWriteWholeLines(t *testing.T) {
+	for name, newTarget := range map[string]func(io.Writer) reader.Target{"records": printTarget, "windows": printWindowTarget} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			tgt := newTarget(&out)
+			const loops, batches, perBatch = 4, 50, 5
+			var wg sync.WaitGroup
+			for l := range loops {
+				wg.Go(func() {
+					shard := fmt.Sprintf("shardId-%012d", l)
+					for i := range batches {
+						b := reader.Batch{ShardID: shard}
+						for j := range perBatch {
+							b.Records = append(b.Records, ktypes.Record{SequenceNumber: aws.String(strconv.Itoa(i*perBatch + j)),
+								PartitionKey: aws.String("k"), Data: []byte("d")})
+						}
+						var err error
+						if wt, ok := tgt.(reader.WindowTarget); ok {
+							_, _, err = wt.DeliverWindow(t.Context(), reader.WindowBatch{Batch: b, State: json.RawMessage(`{}`)})
+						} else {
+							_, err = tgt.Deliver(t.Context(), b)
+						}
+						if err != nil {
+							t.Error(err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			if len(lines) != loops*batches*perBatch {
+				t.Fatalf("%d lines, want %d", len(lines), loops*batches*perBatch)
+			}
+			for _, l := range lines {
+				if f := strings.Fields(l); len(f) != 5 || !strings.HasPrefix(f[1], "shardId-") || f[3] != "key=k" || f[4] != "data=d" {
+					t.Fatalf("line %q is not one record's", l)
+				}
+			}
+		})
+	}
 }

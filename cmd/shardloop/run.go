@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardloop/shardloop/internal/awsconf"
 	"github.com/shardloop/shardloop/internal/handlers"
@@ -404,13 +406,13 @@ func openStore(ctx context.Context, cfg aws.Config, table string) (lease.Store, 
 	return lease.NewDynamoStore(ddb, table)
 }
 
-// printTarget prints each record to w and settles the batch.
+// printTarget prints each record to w and settles the batch. Loops deliver
+// at once, so each batch is printed in one write under a lock: lines of two
+// shards never interleave, and w needs no locking of its own.
 func printTarget(w io.Writer) reader.Target {
+	p := &printer{w: w}
 	return reader.FuncTarget(func(_ context.Context, b reader.Batch) (int, error) {
-		for _, r := range b.Records {
-			fmt.Fprintf(w, "%s %s %s key=%s data=%s\n", time.Now().Format(time.TimeOnly), b.ShardID, aws.ToString(r.SequenceNumber),
-				aws.ToString(r.PartitionKey), printable(r.Data))
-		}
+		p.print(b.ShardID, "", b.Records)
 		return len(b.Records), nil
 	})
 }
@@ -418,23 +420,41 @@ func printTarget(w io.Writer) reader.Target {
 // printWindowTarget prints each record and each window's final invocation
 // to w, counting the window's records in its state.
 func printWindowTarget(w io.Writer) reader.Target {
+	p := &printer{w: w}
 	return reader.WindowFunc(func(_ context.Context, b reader.WindowBatch) (int, json.RawMessage, error) {
 		var st struct {
 			Records int `json:"records,string"`
 		}
 		_ = json.Unmarshal(b.State, &st)
+		closed := ""
 		if b.Final {
-			fmt.Fprintf(w, "%s %s window %s to %s closed: %d records (terminated early: %v)\n", time.Now().Format(time.TimeOnly), b.ShardID,
+			closed = fmt.Sprintf("%s %s window %s to %s closed: %d records (terminated early: %v)\n", time.Now().Format(time.TimeOnly), b.ShardID,
 				b.Window.Start.Format(time.RFC3339), b.Window.End.Format(time.RFC3339), st.Records, b.TerminatedEarly)
 		}
-		for _, r := range b.Records {
-			fmt.Fprintf(w, "%s %s %s key=%s data=%s\n", time.Now().Format(time.TimeOnly), b.ShardID, aws.ToString(r.SequenceNumber),
-				aws.ToString(r.PartitionKey), printable(r.Data))
-		}
+		p.print(b.ShardID, closed, b.Records)
 		st.Records += len(b.Records)
 		out, err := json.Marshal(st)
 		return len(b.Records), out, err
 	})
+}
+
+// printer writes the batches of every loop to one writer.
+type printer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// print writes head, then a line for each record, in one write.
+func (p *printer) print(shardID, head string, recs []ktypes.Record) {
+	var b strings.Builder
+	b.WriteString(head)
+	now := time.Now().Format(time.TimeOnly)
+	for _, r := range recs {
+		fmt.Fprintf(&b, "%s %s %s key=%s data=%s\n", now, shardID, aws.ToString(r.SequenceNumber), aws.ToString(r.PartitionKey), printable(r.Data))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, _ = io.WriteString(p.w, b.String())
 }
 
 func printable(b []byte) string {
