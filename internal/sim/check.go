@@ -603,6 +603,26 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	} else if r, ok := c.late[st.Order]; ok && st.IfAbsent && c.ruleInc[st.Order] == k.inc {
 		rr := r
 		s.row, s.cfg, s.cfgEpoch, s.late = &rr, &rr, s.epoch, st.Order
+	} else if rules, ok := c.rules[st.Order]; ok && st.ClearCheckpoint && c.ruleInc[st.Order] == k.inc {
+		// A generation that keeps the row re-opened it at the start of a
+		// parent that a generation it superseded re-opened (the
+		// coordinator's reopenedParent): the row now reads under that
+		// start, everything from it owed again.
+		rr := rule{order: st.Order, kind: owesAll, desc: "re-opened, its parent re-opened, at " + st.Position}
+		if p, err := reader.ParsePosition(st.Position); err == nil {
+			switch p.Kind {
+			case reader.Timestamp:
+				rr.kind, rr.at = owesFromArrival, p.At
+			case reader.Sequence:
+				rr.kind, rr.idx = owesFromSeq, -1
+				if x := c.bySeq[p.Seq]; x != nil && x.shard == s {
+					rr.idx = x.idx
+				}
+			}
+		}
+		rules[shardID] = rr
+		delete(s.void, st.Order)
+		s.row, s.cfg, s.cfgEpoch = &rr, &rr, s.epoch
 	}
 	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)

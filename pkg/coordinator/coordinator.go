@@ -570,14 +570,18 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	// shard's start is never written before its parents' (the listing
 	// holds parents first): a child re-opened while its parent is not yet
 	// would be read from its start at once by its loop's next run, before
-	// the parent's records it follows.
+	// the parent's records it follows. And a row whose checkpoint the start
+	// keeps (IfAbsent, or a sequence or tip start over a shard read to its
+	// end) is re-opened when a parent of it was re-opened by a newer
+	// generation than the row's (see reopenedParent).
 	listed := make(map[string]shards.Shard, len(listing))
 	for _, s := range listing {
 		listed[s.ID] = s
 	}
 	n := 0
 	var failed error
-	unwritten := map[string]bool{} // shards whose start is not written this pass
+	unwritten := map[string]bool{}    // shards whose start is not written this pass
+	wrote := map[string]lease.Start{} // the starts written this pass
 	for _, id := range rec.Shards {
 		s, ok := listed[id]
 		if !ok {
@@ -594,6 +598,18 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 		st, err := startFor(rec, apply, s, row, hasRow)
 		if err != nil {
 			return n > 0, false, err
+		}
+		if hasRow && !st.ClearCheckpoint && !st.Fresh {
+			if at, ok := reopenedParent(s, row, rows, wrote); ok {
+				if st.IfAbsent {
+					st.Position = at
+				}
+				st.IfAbsent, st.ClearCheckpoint = false, true
+				log.InfoContext(ctx, "re-opening a shard whose parent a superseded generation re-opened", "shard_id", id, "start", st.Position)
+			}
+		}
+		if !st.IfAbsent {
+			wrote[id] = st
 		}
 		changed, err := c.store.SetStart(ctx, stream, id, st)
 		if err != nil {
@@ -621,6 +637,42 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	res.Generation = rec
 	log.InfoContext(ctx, "generation applied", "generation", rec.ID, "order", rec.Order, "start", rec.Start, "rows", n)
 	return n > 0, true, nil
+}
+
+// reopenedParent reports whether a parent of shard s was re-opened by a
+// newer generation than s's row and s has gone on meanwhile (it holds a
+// checkpoint, SHARD_END included, or an owner), and returns that parent's
+// start. Only a
+// generation does that to a parent read to its end while its children
+// read: one that re-opens closed shards (horizon, a timestamp) applies its
+// start parents first, and a newer one that keeps rows as they are (a
+// sequence start, the default) can supersede it between the parent and its
+// children. Kept as it is, the child would read on (or stay read to its
+// end, its children reading on) while its parent's records, which come
+// before its own, are read again; re-opened at the parent's start (or at
+// its own, a sequence start naming it), it is read after the parent again,
+// and its holder, revoked, keeps the parent waiting until its invocations
+// have ended (shards.Decide). wrote holds the starts written earlier in
+// this pass, which the rows read before it do not show.
+func reopenedParent(s shards.Shard, row lease.Lease, rows map[string]lease.Lease, wrote map[string]lease.Start) (string, bool) {
+	if row.Checkpoint == "" && !row.Held() {
+		return "", false
+	}
+	for _, p := range s.Parents() {
+		w, written := wrote[p]
+		if written && w.ClearCheckpoint {
+			return w.Position, true
+		}
+		pr, ok := rows[p]
+		same := pr.Incarnation == 0 || row.Incarnation == 0 || pr.Incarnation == row.Incarnation
+		if ok && same && !pr.Finished() && pr.Start != "" && pr.GenerationOrder > row.GenerationOrder {
+			if written {
+				return w.Position, true // its start moved this pass; its checkpoint is still gone
+			}
+			return pr.Start, true
+		}
+	}
+	return "", false
 }
 
 // carries reports whether row already has generation rec's start (or a

@@ -135,3 +135,40 @@ func TestStartFor(t *testing.T) {
 		})
 	}
 }
+
+func TestReopenedParent(t *testing.T) {
+	child := shards.Shard{ID: "c", ParentID: "p", AdjacentParentID: "q"}
+	reopenedAt := func(order int64) lease.Lease {
+		return lease.Lease{Start: "horizon", GenerationOrder: order, Incarnation: 7}
+	}
+	finished := lease.Lease{Checkpoint: lease.ShardEnd, Start: "horizon", GenerationOrder: 3, Incarnation: 7}
+	reading := lease.Lease{Owner: "o", Checkpoint: "5", GenerationOrder: 2, Incarnation: 7}
+	cases := []struct {
+		name   string
+		row    lease.Lease
+		rows   map[string]lease.Lease
+		wrote  map[string]lease.Start
+		want   string
+		reopen bool
+	}{
+		{"ParentReadToItsEnd", reading, map[string]lease.Lease{"p": finished}, nil, "", false},
+		{"ParentReopenedByANewerGeneration", reading, map[string]lease.Lease{"p": reopenedAt(3)}, nil, "horizon", true},
+		{"AdjacentParentReopened", reading, map[string]lease.Lease{"p": finished, "q": reopenedAt(3)}, nil, "horizon", true},
+		{"ChildReadToItsEndToo", lease.Lease{Checkpoint: lease.ShardEnd, GenerationOrder: 2}, map[string]lease.Lease{"p": reopenedAt(3)}, nil, "horizon", true},
+		// The parent's start is the child's generation's own: a child and
+		// its parent opened together, or an operator's reset of the parent.
+		{"ParentUnderTheChildsGeneration", reading, map[string]lease.Lease{"p": reopenedAt(2)}, nil, "", false},
+		{"ChildThatNeverWentOn", lease.Lease{Start: "timestamp:5", GenerationOrder: 1}, map[string]lease.Lease{"p": reopenedAt(3)}, nil, "", false},
+		{"ParentOfAnotherIncarnation", reading, map[string]lease.Lease{"p": {Start: "horizon", GenerationOrder: 3, Incarnation: 6}}, nil, "", false},
+		{"ParentReopenedThisPass", reading, map[string]lease.Lease{"p": finished}, map[string]lease.Start{"p": {Position: "timestamp:9", ClearCheckpoint: true}}, "timestamp:9", true},
+		{"ParentsStartMovedThisPass", reading, map[string]lease.Lease{"p": reopenedAt(3)}, map[string]lease.Start{"p": {Position: "timestamp:9"}}, "timestamp:9", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			at, ok := reopenedParent(child, c.row, c.rows, c.wrote)
+			if at != c.want || ok != c.reopen {
+				t.Fatalf("reopenedParent = %q, %v; want %q, %v", at, ok, c.want, c.reopen)
+			}
+		})
+	}
+}

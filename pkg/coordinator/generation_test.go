@@ -806,3 +806,71 @@ func TestPass_AConfigurationDeployedAgainAfterTheOneThatSupersededItBegins(t *te
 		t.Fatalf("horizon's coordinator after latest was deployed again = %+v, want it stale", h)
 	}
 }
+
+// TestPass_ChildrenOfAParentAHalfAppliedGenerationReopenedAreReopenedByTheNextOne
+// is world 4000847 of the simulator: a horizon generation re-opened a parent
+// read to its end (its checkpoint cleared), then its writes failed before
+// it reached the parent's children, whose loops read on. A sequence start on
+// one child superseded it before it was applied; such a start keeps every
+// other row as it is, so the parent was read again from the horizon while
+// its other child's loop delivered the same keys' newer records beside it.
+// A generation that keeps a row re-opens it when a parent of it was
+// re-opened by a newer generation than the row's: the child is read again
+// after its parent, and the parent waits for the child's revoked holder.
+func TestPass_ChildrenOfAParentAHalfAppliedGenerationReopenedAreReopenedByTheNextOne(t *testing.T) {
+	// The children reading, or read to their end (their own children
+	// reading on): either way they are read again after their parent.
+	for _, ckpt := range []string{"1", lease.ShardEnd} {
+		t.Run("children at "+ckpt, func(t *testing.T) { childrenOfAReopenedParent(t, ckpt) })
+	}
+}
+
+func childrenOfAReopenedParent(t *testing.T, ckpt string) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	const parent, child1, child2 = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002"
+	first := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	splitShard(t, kc, stream, parent)
+	settle(t, store, first.Started, lease.ShardEnd)
+	for _, l := range first.Started {
+		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	children := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	settle(t, store, children.Started, ckpt)
+
+	half := newCoordinator(t, sub(stream, "horizon"), &failingSetStart{Store: store, left: 1}, kc, &recorder{})
+	if _, err := half.Pass(t.Context()); err == nil {
+		t.Fatal("the horizon pass whose writes to the children failed succeeded")
+	}
+	if rows := rowsOf(t, store, stream); rows[parent].Finished() || rows[parent].Start != "horizon" || rows[child1].Revoked || rows[child1].Checkpoint != ckpt {
+		t.Fatalf("rows after the half-applied horizon generation = %+v, want the parent re-opened and the children as they were", rows)
+	}
+
+	cfg := sub(stream, "sequence:"+child2+":1")
+	cfg.LeaseDuration = 300 * time.Millisecond
+	rec := &recorder{}
+	c := newCoordinator(t, cfg, store, kc, rec)
+	res := pass(t, c)
+	if res.Step != "begin" || res.GenerationPending {
+		t.Fatalf("sequence start's pass = %+v, want its generation begun and applied", res)
+	}
+	if why := res.Waiting[parent]; len(res.Started) != 0 || why.Kind != shards.WaitingOnDescendant {
+		t.Fatalf("pass started %v, parent %v; want nothing started, the parent waiting on its children's revoked holders", shardsOf(res.Started), why)
+	}
+	rows := rowsOf(t, store, stream)
+	if r := rows[child1]; r.Start != "horizon" || r.Checkpoint != "" || !r.Revoked || r.GenerationOrder != res.Generation.Order {
+		t.Fatalf("kept child = %+v, want it re-opened at its parent's start under generation %d, its holder revoked", r, res.Generation.Order)
+	}
+	if r := rows[child2]; r.Start != "sequence:"+child2+":1" || r.Checkpoint != "" || !r.Revoked {
+		t.Fatalf("named child = %+v, want it re-opened at the sequence start, its holder revoked", r)
+	}
+	if _, _, err := c.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardsOf(loopsFrom(rec, 0)); !slices.Equal(got, []string{parent}) {
+		t.Fatalf("started %v, want the parent alone once its children's revoked leases lapsed", got)
+	}
+}
