@@ -484,6 +484,13 @@ func (d deadKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardI
 	return d.api.GetShardIterator(ctx, in, optFns...)
 }
 
+func (d deadKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if d.ks.Dead() {
+		return nil, errDead
+	}
+	return d.api.DescribeStreamSummary(ctx, in, optFns...)
+}
+
 func (d deadKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	if d.ks.Dead() {
 		return nil, errDead

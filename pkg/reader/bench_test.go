@@ -60,6 +60,12 @@ type memKinesis struct {
 	arrival time.Time
 }
 
+// DescribeStreamSummary answers without a creation time: the stand-in has
+// one stream, never created again.
+func (k *memKinesis) DescribeStreamSummary(context.Context, *kinesis.DescribeStreamSummaryInput, ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return &kinesis.DescribeStreamSummaryOutput{}, nil
+}
+
 func (m *memKinesis) GetShardIterator(_ context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	m.calls.Add(1)
 	m.lat.wait(m.read)
@@ -307,6 +313,11 @@ func drain(b *testing.B, n, batch, factor int, took time.Duration, size int, def
 type benchReads struct {
 	KinesisAPI       KinesisAPI
 	reads, throttled atomic.Int64
+}
+
+// DescribeStreamSummary passes on.
+func (c *benchReads) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return c.KinesisAPI.DescribeStreamSummary(ctx, in, optFns...)
 }
 
 func (c *benchReads) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {

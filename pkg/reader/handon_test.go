@@ -22,6 +22,11 @@ type lateRead struct {
 	before     func() // at the second read, before it
 }
 
+// DescribeStreamSummary passes on.
+func (l *lateRead) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return l.KinesisAPI.DescribeStreamSummary(ctx, in, optFns...)
+}
+
 func (l *lateRead) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	switch l.reads.Add(1) {
 	case 1:

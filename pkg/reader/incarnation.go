@@ -11,13 +11,6 @@ import (
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
-// streamDescriber is the part of a Kinesis client that tells a stream's
-// creation time. Options.Kinesis has it in production (kinesis.Client);
-// a client without it skips the check below.
-type streamDescriber interface {
-	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
-}
-
 // streamGone reports whether the stream that row was written for is gone:
 // Kinesis does not know the stream, or a stream of that name was created
 // since (its creation time, in milliseconds, is not the row's
@@ -27,8 +20,7 @@ type streamDescriber interface {
 // DescribeStreamSummary a run; when it fails otherwise, the run reads on
 // (a throttled describe must not stop a shard).
 func (r *run) streamGone(ctx context.Context, row lease.Lease) bool {
-	d, ok := r.o.Kinesis.(streamDescriber)
-	if !ok || row.Incarnation == 0 {
+	if row.Incarnation == 0 {
 		return false
 	}
 	in := &kinesis.DescribeStreamSummaryInput{}
@@ -37,7 +29,7 @@ func (r *run) streamGone(ctx context.Context, row lease.Lease) bool {
 	} else {
 		in.StreamName = aws.String(r.in.Stream)
 	}
-	out, err := d.DescribeStreamSummary(ctx, in)
+	out, err := r.o.Kinesis.DescribeStreamSummary(ctx, in)
 	var nf *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &nf):

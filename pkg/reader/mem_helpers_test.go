@@ -252,6 +252,11 @@ type readCounter struct {
 	throttled  int
 }
 
+// DescribeStreamSummary passes on.
+func (c *readCounter) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return c.KinesisAPI.DescribeStreamSummary(ctx, in, optFns...)
+}
+
 func (c *readCounter) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	c.mu.Lock()
 	c.reads = append(c.reads, time.Now())

@@ -13,10 +13,14 @@ import (
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
-// KinesisAPI is the part of the Kinesis client the reader uses.
+// KinesisAPI is the part of the Kinesis client the reader uses: reads, and
+// once a run the stream's creation time (a run of a deleted stream's row
+// must not read the stream created again under its name). A wrapper
+// implements all of it: none of it is optional.
 type KinesisAPI interface {
 	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
 }
 
 // Store is what a run uses of the lease table: its holder's writes

@@ -323,6 +323,11 @@ type slowBigAnswers struct {
 	limits     []int32
 }
 
+// DescribeStreamSummary passes on.
+func (s *slowBigAnswers) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return s.KinesisAPI.DescribeStreamSummary(ctx, in, optFns...)
+}
+
 func (s *slowBigAnswers) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	s.mu.Lock()
 	s.limits = append(s.limits, aws.ToInt32(in.Limit))

@@ -500,6 +500,11 @@ type restamp struct {
 	at         time.Time
 }
 
+// DescribeStreamSummary passes on.
+func (k *restamp) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return k.KinesisAPI.DescribeStreamSummary(ctx, in, optFns...)
+}
+
 func (k *restamp) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	out, err := k.KinesisAPI.GetRecords(ctx, in, fns...)
 	if err != nil || out == nil {
