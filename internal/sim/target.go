@@ -232,6 +232,34 @@ func (t *target) work(ctx context.Context, owner, run, shardID string, seqs []st
 	return len(seqs), outOK
 }
 
+// itemFailures is the batchItemFailures answer of a function that
+// processed seqs[:n] and failed seqs[n]: as a function written for the
+// trigger may, it names some of the records after the first failure too
+// (it went on after it, or stopped there and names every one left), in any
+// order. The trigger, and the reader, retry from the lowest one named.
+func (fn function) itemFailures(ctx context.Context, shardID string, seqs []string, n int) []byte {
+	rs := fn.t.w.rnd.get("items:" + fn.t.w.actor(ctx) + ":" + shardID)
+	failed := []string{seqs[n]}
+	all := rs.hit(0.3)
+	for _, seq := range seqs[n+1:] {
+		if all || rs.hit(0.3) {
+			failed = append(failed, seq)
+		}
+	}
+	for i := len(failed) - 1; i > 0; i-- {
+		j := rs.intN(i + 1)
+		failed[i], failed[j] = failed[j], failed[i]
+	}
+	b := []byte(`{"batchItemFailures":[`)
+	for i, seq := range failed {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `{"itemIdentifier":%q}`, seq)
+	}
+	return append(b, "]}"...)
+}
+
 // function is the target as a Lambda function behind the Invoke API, for
 // reader.LambdaTarget: it reads the Kinesis event and answers as a
 // function written for Lambda's own trigger does.
@@ -284,8 +312,7 @@ func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func
 		return &lambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Unhandled"), Payload: []byte(`{"errorMessage":"injected failure","errorType":"Error"}`)}, nil
 	}
 	if n < len(seqs) {
-		body := fmt.Sprintf(`{"batchItemFailures":[{"itemIdentifier":%q}]}`, seqs[n])
-		return &lambda.InvokeOutput{StatusCode: 200, Payload: []byte(body)}, nil
+		return &lambda.InvokeOutput{StatusCode: 200, Payload: fn.itemFailures(ctx, shardID, seqs, n)}, nil
 	}
 	return &lambda.InvokeOutput{StatusCode: 200, Payload: []byte(`{"batchItemFailures":[]}`)}, nil
 }
