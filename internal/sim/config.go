@@ -50,7 +50,31 @@ type Config struct {
 	// set them: the place for settings the world does not draw yet (KPL
 	// aggregation). dep is the deployment's name.
 	ReaderHook func(dep string, o *reader.Options) `json:"-"`
+
+	// Budgets bound what one world may take; zero fields are the defaults
+	// (DefaultBudgets). A world past one panics naming its seed, which
+	// fails that world alone (TestSim runs worlds in a child process that
+	// reports the world a panic ended).
+	Budgets Budgets `json:"-"`
 }
+
+// Budgets bound a world. Stop is the virtual time its deployments may take
+// to stop after production and the drain (a local runner's stop timeout, a
+// Lambda function's last invocations, the waits of a stream created
+// again): a world that hangs in its code under test would otherwise hold
+// TestSim for ever, its producer writing on. Events bounds its trace, the one
+// record a world keeps that grows with what it does: a runaway loop (a
+// shard delivered again and again) fails instead of filling the machine's
+// memory.
+type Budgets struct {
+	Stop   time.Duration
+	Events int
+}
+
+// DefaultBudgets are far above what drawn worlds take (seeds 1 to 1,000):
+// they end within 36 % of the time budget, their deployments stop within
+// 12 s of the drain, and their traces hold at most 12,300 events.
+var DefaultBudgets = Budgets{Stop: 30 * time.Minute, Events: 1_000_000}
 
 // Deployment is one subscription of the stream on the shared lease table:
 // a local runner (one or more processes of `shardloop run`) or the Lambda

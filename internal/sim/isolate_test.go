@@ -217,6 +217,61 @@ func (p panicTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 	return p.Target.Deliver(ctx, b)
 }
 
+// plantHang makes a world's target block for good on its third delivery,
+// whatever its context says (for -sim.hangseed): the world cannot stop.
+func plantHang(_ string, o *reader.Options) {
+	o.Target = hangTarget{Target: o.Target, n: new(atomic.Int64)}
+}
+
+type hangTarget struct {
+	reader.Target
+	n *atomic.Int64
+}
+
+func (h hangTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
+	if h.n.Add(1) == 3 {
+		select {}
+	}
+	return h.Target.Deliver(ctx, b)
+}
+
+// A world past its budgets fails alone, with its seed and replay command:
+// one whose code hangs (its virtual-time budget), and worlds whose traces
+// grow past their memory budget (a tiny one here, which every world
+// passes).
+func TestSim_AWorldPastItsBudgetFailsAlone(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		want  []string
+		ran   string // worlds that ended
+	}{
+		{"hang", []string{"-sim.hangseed=2"}, []string{"world 2 panicked in the code under test", "replay: " + replay(2, 0), "world 2 ran past its virtual-time budget"}, "2"},
+		{"events", []string{"-sim.eventbudget=20"}, []string{"world 1 panicked", "world 1 ran past its memory budget", "world 2 ran past its memory budget"}, "0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"-test.run=^TestSim$", "-sim.first=1", "-sim.seeds=3", "-sim.noshrink", "-sim.trace=0"}, c.flags...)
+			out, err := exec.Command(exe, args...).CombinedOutput()
+			s := string(out)
+			if err == nil {
+				t.Fatalf("TestSim passed with a world past its budget:\n%s", tail(s, 3000))
+			}
+			for _, want := range c.want {
+				if !strings.Contains(s, want) {
+					t.Errorf("TestSim's output lacks %q:\n%s", want, tail(s, 3000))
+				}
+			}
+			if m := summaryLine.FindStringSubmatch(s); m == nil || m[1] != c.ran {
+				t.Errorf("want %s worlds run to their end, got summary %q", c.ran, m)
+			}
+		})
+	}
+}
+
 // A world whose code panics fails alone, with its seed and replay
 // command; the other worlds of the range run and pass.
 func TestSim_APanicFailsOneWorld(t *testing.T) {

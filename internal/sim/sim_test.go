@@ -28,6 +28,8 @@ var (
 	flagChild  = flag.Bool("sim.child", false, "run TestSim's worlds in this process (otherwise they run in a child process of the test binary, so that a world whose code panics fails alone)")
 	flagSkip   = flag.String("sim.skip", "", "seeds TestSim skips, comma-separated")
 	flagPanic  = flag.Uint64("sim.panicseed", 0, "make the world of this seed panic in a reader's goroutine (to test that it fails alone)")
+	flagHang   = flag.Uint64("sim.hangseed", 0, "make the world of this seed hang in its target (to test that it fails alone, past its virtual-time budget)")
+	flagEvents = flag.Int("sim.eventbudget", 0, "the most trace events a world may hold (0: sim.DefaultBudgets)")
 )
 
 // runWorld runs one world in a synctest bubble of its own.
@@ -91,6 +93,10 @@ func TestSim(t *testing.T) {
 				if seed == *flagPanic {
 					cfg.ReaderHook = plantPanic
 				}
+				if seed == *flagHang {
+					cfg.ReaderHook = plantHang
+				}
+				cfg.Budgets.Events = *flagEvents
 				status := "ok"
 				var res *Result
 				if *flagChild {

@@ -18,6 +18,10 @@ import (
 type tracer struct {
 	began time.Time
 
+	// budget, when set, is called with the number of events after each
+	// add (Budgets.Events).
+	budget func(n int)
+
 	mu     sync.Mutex
 	events []event
 	alias  map[string]string
@@ -44,7 +48,11 @@ func newTracer(began time.Time) *tracer {
 func (t *tracer) add(shard, who, what string, args ...any) {
 	t.mu.Lock()
 	t.events = append(t.events, event{at: time.Since(t.began), shard: shard, who: who, what: what, args: args})
+	n := len(t.events)
 	t.mu.Unlock()
+	if t.budget != nil {
+		t.budget(n)
+	}
 }
 
 // owner notes the deployment of an owner (a loop's, or one of its runs')

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,7 +114,29 @@ func (r *Result) Trace(limit int) []string {
 func Run(cfg Config) *Result {
 	began := time.Now()
 	w := &World{cfg: cfg, began: began, rnd: newStreams(cfg.Seed)}
+	budgets := cfg.Budgets
+	budgets.Stop = cmp.Or(budgets.Stop, DefaultBudgets.Stop)
+	budgets.Events = cmp.Or(budgets.Events, DefaultBudgets.Events)
 	w.tr = newTracer(began)
+	// The world's own schedule ends by production, the drain and the
+	// deployments' stop; a world still running past them hangs in the code
+	// under test (its events, or its stop, wait on something that never
+	// ends, while virtual time moves on), and fails with its seed.
+	ended := make(chan struct{})
+	go func() {
+		limit := cfg.Produce + cfg.Drain + budgets.Stop
+		select {
+		case <-ended:
+		case <-time.After(limit):
+			panic(fmt.Sprintf("sim: world %d ran past its virtual-time budget: still running %s after it began (production %s, drain at most %s, stop %s)",
+				cfg.Seed, limit, cfg.Produce, cfg.Drain, budgets.Stop))
+		}
+	}()
+	w.tr.budget = func(n int) {
+		if n > budgets.Events {
+			panic(fmt.Sprintf("sim: world %d ran past its memory budget: its trace holds over %d events (a runaway loop?)", cfg.Seed, budgets.Events))
+		}
+	}
 	w.chk = newChecker(w.tr)
 	// Every record written is registered by its sequence number: a map
 	// sized for them all does not grow (its rehashing was 3 % of a world).
@@ -177,6 +200,7 @@ func Run(cfg Config) *Result {
 	}
 	cancel()
 	w.bg.Wait()
+	close(ended)
 	w.chk.finish()
 	parents := map[string][]string{}
 	for k, s := range w.chk.sh {
