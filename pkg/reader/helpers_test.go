@@ -251,6 +251,11 @@ type faultKinesis struct {
 	readsErr int
 }
 
+// DescribeStreamSummary passes on.
+func (f *faultKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return f.KinesisAPI.DescribeStreamSummary(ctx, in, optFns...)
+}
+
 func (f *faultKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	f.mu.Lock()
 	f.nReads++

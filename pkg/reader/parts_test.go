@@ -226,6 +226,11 @@ type expiring struct {
 	opens []types.ShardIteratorType
 }
 
+// DescribeStreamSummary passes on.
+func (e *expiring) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return e.KinesisAPI.DescribeStreamSummary(ctx, in, optFns...)
+}
+
 func (e *expiring) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, fns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	e.mu.Lock()
 	e.n++
