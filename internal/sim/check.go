@@ -602,7 +602,14 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		}
 	} else if r, ok := c.late[st.Order]; ok && st.IfAbsent && c.ruleInc[st.Order] == k.inc {
 		rr := r
-		s.row, s.cfg, s.cfgEpoch, s.late = &rr, &rr, s.epoch, st.Order
+		s.row, s.late = &rr, st.Order
+		if s.cfg == nil || s.cfg.order <= st.Order {
+			s.cfg, s.cfgEpoch = &rr, s.epoch
+		}
+		// Else a newer generation, recorded meanwhile, covers the shard
+		// (a coordinator that read the record before it wrote the older
+		// one's late start): the configuration owes the newer one's
+		// start, and its write, when it lands, opens its epoch.
 	} else if rules, ok := c.rules[st.Order]; ok && st.ClearCheckpoint && c.ruleInc[st.Order] == k.inc {
 		// A generation that keeps the row re-opened it at the start of a
 		// parent that a generation it superseded re-opened (the

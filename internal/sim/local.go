@@ -100,9 +100,9 @@ func (l *local) startProc(i int) {
 	}
 	clock := l.clocks[i]
 	r, err := runner.New(runner.Options{
-		// Stamped as `shardloop run` stamps it: the host's clock when the
-		// process starts.
-		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: l.start, DeployedAt: clock.Now()}},
+		// Stamped as `shardloop run` stamps it: Kinesis's clock (the
+		// world's own) when the process starts, to the second of its Date.
+		Subscriptions:  []coordinator.Subscription{{Stream: streamName, Start: l.start, DeployedAt: time.Now().Truncate(time.Second)}},
 		Store:          &store{t: w.table, dep: l.d.Name},
 		Kinesis:        w.net,
 		Reader:         w.readerOptions(l.d.Name, clock, nil, nil, w.newTarget(l.d.Name)),

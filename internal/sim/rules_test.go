@@ -43,6 +43,20 @@ func TestChecker_WhichGenerationARowReadsUnder(t *testing.T) {
 			func(c *checker) { c.generation(gen(1, "timestamp:2000000", "B"), existed) },
 			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
 		}, 1, "created after its listing"},
+		// A coordinator that read the record before a newer one was
+		// written records the older one's late start after it: the newer
+		// generation, which listed the shard, still governs it.
+		{"LateStartOfAnOlderGenerationAfterANewerOne", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "timestamp:2000000", "B"), existed) },
+			func(c *checker) { c.generation(gen(2, "horizon", "A", "B"), existed) },
+			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
+		}, 2, "horizon"},
+		{"NewerStartLandsAfterTheOlderLateOne", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "timestamp:2000000", "B"), existed) },
+			func(c *checker) { c.generation(gen(2, "horizon", "A", "B"), existed) },
+			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
+			func(c *checker) { set(c, 2, "horizon", true, false) },
+		}, 2, "horizon"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChecker(newTracer(time.Now()))
