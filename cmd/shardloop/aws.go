@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -66,6 +67,22 @@ func resolveStream(ctx context.Context, kc *kinesis.Client, stream string, creat
 		return "", fmt.Errorf("--stream %s: %w", stream, err)
 	}
 	return arn, nil
+}
+
+// kinesisNow returns the time on Kinesis's clock, from the Date of its
+// answer to a DescribeStreamSummary of stream, or the host's clock, with a
+// warning, when there is no answer with one. A runner stamps the start it
+// was given with it (a configuration's deploy time): runners on hosts whose
+// clocks disagree then order their configurations by one clock.
+func kinesisNow(ctx context.Context, api handlers.StreamDescriber, stream string, log *slog.Logger) time.Time {
+	out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String(stream)})
+	if err == nil {
+		if at, ok := shards.ServerTime(out.ResultMetadata); ok {
+			return at
+		}
+	}
+	log.Warn("Kinesis's clock is unknown (no Date in its answer); this runner's start is stamped with the host's clock", "err", err)
+	return time.Now()
 }
 
 // CallerIdentityAPI is the STS call invokeIdentityOf makes.

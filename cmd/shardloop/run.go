@@ -205,10 +205,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	r, err := runner.New(runner.Options{
-		// A start is deployed when this runner starts with it: of two runners
-		// with different starts, the one started later is the newer
-		// generation (docs/operations.md, start generations).
-		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create, DeployedAt: time.Now()}},
+		// A start is deployed when this runner starts with it, on Kinesis's
+		// clock: of two runners with different starts, the one started
+		// later is the newer generation (docs/operations.md, start
+		// generations).
+		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create, DeployedAt: kinesisNow(ctx, kc, streamARN, log)}},
 		Store:         store,
 		Kinesis:       kc,
 		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: prog, Lag: rec.Lag, Logger: log}, ro),

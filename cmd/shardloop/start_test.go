@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,37 @@ func TestRun_AStartThatWouldSkipABacklogIsRefusedWithoutConfirmation(t *testing.
 			t.Errorf("run --start %q: exit %d, want it to run\n%s", start, code, stderr)
 		}
 	}
+}
+
+// A runner's start is stamped with Kinesis's clock (the Date of its
+// answer, to the second), not the host's: two runners on hosts whose
+// clocks disagree order their configurations by one clock. Without a Date
+// (a stand-in with no HTTP answers) it is the host's, with a warning.
+func TestRun_TheStartIsStampedWithKinesissClock(t *testing.T) {
+	emulatorEnv(t)
+	kc := testaws.Kinesis(t)
+	stream := testaws.Name(t)
+	if _, err := shards.CreateIfMissing(t.Context(), kc, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := resolveStream(t.Context(), kc, stream, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Truncate(time.Second)
+	at := kinesisNow(t.Context(), kc, arn, slog.New(slog.DiscardHandler))
+	if at.Nanosecond() != 0 || at.Before(before.Add(-5*time.Second)) || at.After(time.Now().Add(5*time.Second)) {
+		t.Fatalf("stamped %s (host %s): want Kinesis's Date, whole seconds, near the host's clock on loopback", at.Format(time.RFC3339Nano), before)
+	}
+	var logs strings.Builder
+	at = kinesisNow(t.Context(), noDate{}, arn, newLogger(&logs, "text", slog.LevelInfo))
+	if time.Since(at) > time.Second || !strings.Contains(logs.String(), "stamped with the host's clock") {
+		t.Fatalf("without a Date: stamped %s, logged %q; want the host's clock and a warning", at, logs.String())
+	}
+}
+
+type noDate struct{}
+
+func (noDate) DescribeStreamSummary(context.Context, *kinesis.DescribeStreamSummaryInput, ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return &kinesis.DescribeStreamSummaryOutput{}, nil
 }
