@@ -202,37 +202,27 @@ func panicText(out []byte) string {
 // plantPanic makes a world's target panic on its third delivery, in the
 // reader's goroutine that delivers (for -sim.panicseed).
 func plantPanic(_ string, o *reader.Options) {
-	o.Target = panicTarget{Target: o.Target, n: new(atomic.Int64)}
-}
-
-type panicTarget struct {
-	reader.Target
-	n *atomic.Int64
-}
-
-func (p panicTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
-	if p.n.Add(1) == 3 {
-		panic("sim: planted panic (-sim.panicseed)")
-	}
-	return p.Target.Deliver(ctx, b)
+	o.Target = thirdDelivery{Target: o.Target, n: new(atomic.Int64), do: func() { panic("sim: planted panic (-sim.panicseed)") }}
 }
 
 // plantHang makes a world's target block for good on its third delivery,
 // whatever its context says (for -sim.hangseed): the world cannot stop.
 func plantHang(_ string, o *reader.Options) {
-	o.Target = hangTarget{Target: o.Target, n: new(atomic.Int64)}
+	o.Target = thirdDelivery{Target: o.Target, n: new(atomic.Int64), do: func() { select {} }}
 }
 
-type hangTarget struct {
+// thirdDelivery runs do on a target's third delivery, before it.
+type thirdDelivery struct {
 	reader.Target
-	n *atomic.Int64
+	n  *atomic.Int64
+	do func()
 }
 
-func (h hangTarget) Deliver(ctx context.Context, b reader.Batch) (int, error) {
-	if h.n.Add(1) == 3 {
-		select {}
+func (t thirdDelivery) Deliver(ctx context.Context, b reader.Batch) (int, error) {
+	if t.n.Add(1) == 3 {
+		t.do()
 	}
-	return h.Target.Deliver(ctx, b)
+	return t.Target.Deliver(ctx, b)
 }
 
 // A world past its budgets fails alone, with its seed and replay command:
