@@ -642,9 +642,8 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 // reopenedParent reports whether a parent of shard s was re-opened by a
 // newer generation than s's row and s has gone on meanwhile (it holds a
 // checkpoint, SHARD_END included, or an owner), and returns that parent's
-// start. Only a
-// generation does that to a parent read to its end while its children
-// read: one that re-opens closed shards (horizon, a timestamp) applies its
+// start. Only a generation does that to a parent read to its end while its
+// children read: one that re-opens closed shards (horizon, a timestamp) applies its
 // start parents first, and a newer one that keeps rows as they are (a
 // sequence start, the default) can supersede it between the parent and its
 // children. Kept as it is, the child would read on (or stay read to its
@@ -664,8 +663,7 @@ func reopenedParent(s shards.Shard, row lease.Lease, rows map[string]lease.Lease
 			return w.Position, true
 		}
 		pr, ok := rows[p]
-		same := pr.Incarnation == 0 || row.Incarnation == 0 || pr.Incarnation == row.Incarnation
-		if ok && same && !pr.Finished() && pr.Start != "" && pr.GenerationOrder > row.GenerationOrder {
+		if ok && sameIncarnation(pr.Incarnation, row.Incarnation) && !pr.Finished() && pr.Start != "" && pr.GenerationOrder > row.GenerationOrder {
 			if written {
 				return w.Position, true // its start moved this pass; its checkpoint is still gone
 			}
@@ -678,9 +676,12 @@ func reopenedParent(s shards.Shard, row lease.Lease, rows map[string]lease.Lease
 // carries reports whether row already has generation rec's start (or a
 // newer generation's) recorded, for the incarnation rec is for.
 func carries(row lease.Lease, rec lease.Generation) bool {
-	sameIncarnation := rec.Incarnation == 0 || row.Incarnation == 0 || row.Incarnation == rec.Incarnation
-	return sameIncarnation && row.GenerationOrder >= rec.Order
+	return sameIncarnation(row.Incarnation, rec.Incarnation) && row.GenerationOrder >= rec.Order
 }
+
+// sameIncarnation reports whether two incarnations (Unix ms creation times)
+// are one, 0 standing for one not recorded.
+func sameIncarnation(a, b int64) bool { return a == 0 || b == 0 || a == b }
 
 // startLateShards records a generation's future timestamp start on the
 // listed shards that its own listing did not hold and that have no row yet,
