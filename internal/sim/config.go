@@ -110,6 +110,12 @@ type ReaderConfig struct {
 	// unknown); FunctionTimeout the target function's own.
 	TargetTimeout   time.Duration
 	FunctionTimeout time.Duration
+	// FenceCut is how far below the target's timeout a new owner's wait
+	// for a lost holder's invocations is cut (reader.Options.Fence, set by
+	// SHARDLOOP_TARGET_TIMEOUT or --target-timeout below the function's
+	// timeout): the readers then start an invocation only while it would
+	// end within their lease and that fence. 0: the whole timeout.
+	FenceCut time.Duration
 	// LambdaTarget delivers through reader.LambdaTarget, the Kinesis event
 	// as JSON, to a model of a Lambda function answering with
 	// batchItemFailures; otherwise the target is called in process.
@@ -438,6 +444,40 @@ func Draw(seed uint64) Config {
 				Start: pick("horizon", "timestamp:-10m", "latest", "timestamp:+20s")})
 		}
 	}
+	// A fence cut below the function's timeout, drawn last: invocations
+	// then start only while they would end within the lease and the cut
+	// fence, which a holder keeps by renewing first.
+	if f() < 0.3 {
+		c.Reader.FenceCut = between(500*time.Millisecond, reader.MaxFenceCut(c.Reader.Lease, c.Reader.Renew))
+	}
+	// Holders lost with an invocation in flight, drawn last: a slow
+	// function (one invocation in five to twenty runs for up to its
+	// timeout) whose holders are killed, cut off from the table or frozen
+	// at random moments, so that a lost holder's fence, and nothing else,
+	// keeps the next owner from invoking beside what it left running.
+	// Batches of a hundred records or more keep such a world abreast of
+	// its stream.
+	if f() < 0.25 && c.Reader.BatchSize >= 100 {
+		c.Faults.TargetSlow = max(c.Faults.TargetSlow, 0.05+0.15*f())
+		c.Faults.TargetSlowMax = between(c.Reader.FunctionTimeout/2, c.Reader.FunctionTimeout)
+		for range 2 + r.IntN(4) {
+			i := r.IntN(n)
+			switch x := f(); {
+			case x < 0.5:
+				c.Events = append(c.Events, Event{At: during(), Kind: Kill, Deployment: i, Pick: f()})
+			case x < 0.8:
+				c.Events = append(c.Events, Event{At: during(), Kind: Partition, Deployment: i, Pick: f(),
+					Start: "store", Pause: between(c.Reader.Lease+time.Second, 2*c.Reader.Lease)})
+			default:
+				c.Events = append(c.Events, Event{At: during(), Kind: Pause, Deployment: i, Pick: f(), Pause: between(time.Second, 2*c.Reader.Lease)})
+			}
+		}
+	}
+	// The stream deleted and created again, once more, drawn last: the
+	// loops that held its rows must not read the new stream from them.
+	if f() < 0.15 {
+		c.Events = append(c.Events, Event{At: between(c.Produce/4, 3*c.Produce/4), Kind: Recreate, Shards: 1 + r.IntN(4)})
+	}
 	sortEvents(c.Events)
 	return c
 }
@@ -562,8 +602,8 @@ func (c Config) Summary() string {
 		counts[e.Kind]++
 	}
 	rc := c.Reader
-	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d partitions %d pauses %d",
+	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s, fence cut %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d partitions %d pauses %d",
 		c.Shards, c.Keys, c.Rate, c.Produce, strings.Join(ds, " "), rc.BatchSize, rc.Poll, rc.RunLength, rc.Lease, rc.Renew,
-		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.LambdaTarget, max(1, rc.ParallelizationFactor), rc.BatchingWindow, len(rc.Filters), rc.TumblingWindow,
+		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.FenceCut, rc.LambdaTarget, max(1, rc.ParallelizationFactor), rc.BatchingWindow, len(rc.Filters), rc.TumblingWindow,
 		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate], counts[Partition], counts[Pause])
 }

@@ -465,7 +465,7 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 		Kinesis: kin, Store: st, Target: tgt,
 		BatchSize: rc.BatchSize, PollInterval: rc.Poll, RunLength: rc.RunLength,
 		MaxIterations: rc.MaxIterations, RenewInterval: rc.Renew, LeaseDuration: rc.Lease,
-		TargetTimeout: w.targetTimeout(dep), MaxRetryAttempts: reader.RetryAttempts(rc.MaxRetryAttempts),
+		TargetTimeout: w.targetTimeout(dep), Fence: w.fence(dep), MaxRetryAttempts: reader.RetryAttempts(rc.MaxRetryAttempts),
 		BisectOnError: rc.Bisect, MaxRecordAge: rc.MaxRecordAge,
 		ParallelizationFactor: rc.ParallelizationFactor, BatchingWindow: rc.BatchingWindow,
 		Filters: rc.Filters, TumblingWindow: rc.TumblingWindow,
@@ -511,6 +511,17 @@ func (w *World) targetTimeout(dep string) time.Duration {
 		return w.cfg.Reader.FunctionTimeout
 	}
 	return w.cfg.Reader.TargetTimeout
+}
+
+// fence is the Fence a deployment's readers run with: their target's
+// timeout less the world's FenceCut (keeping at least half a second), or 0
+// (the whole timeout) when the world cuts none or the timeout is unknown.
+func (w *World) fence(dep string) time.Duration {
+	tt, cut := w.targetTimeout(dep), w.cfg.Reader.FenceCut
+	if tt == 0 || cut <= 0 {
+		return 0
+	}
+	return tt - min(cut, tt-500*time.Millisecond)
 }
 
 // newTarget is a deployment's target.
