@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardloop/shardloop/internal/quiet"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
 	"github.com/shardloop/shardloop/pkg/runner"
@@ -51,7 +52,9 @@ func functionTarget(ev *events, run time.Duration) reader.Target {
 // coordinator.Failed), which watches the shard's lease until it lapses on
 // its own clock and takes it.
 func BenchmarkFailover(b *testing.B) {
+	guard := quiet.Begin(b, "failover_p50_s", "failover_p99_s")
 	total, toTake, toFirst := failover(b, "failover", false)
+	guard.Check(b)
 	fmt.Printf("bench failover_p50_s %.2f s (killed idle, a 3 s target timeout; event path: the kill reported as a failed execution, the shard watched until its lease lapses)\n", quantile(total, 0.5))
 	fmt.Printf("bench failover_p99_s %.2f s (%d kills; max %.2f s)\n", quantile(total, 0.99), len(total), quantile(total, 1))
 	fmt.Printf("bench failover_breakdown_mean_s kill→take %.2f, take→first delivery %.2f s\n", mean(toTake), mean(toFirst))
@@ -64,7 +67,9 @@ func BenchmarkFailover(b *testing.B) {
 // owner waits the lease and the target's timeout (the fence) before its
 // first delivery: about 13 s.
 func BenchmarkFailoverInflight(b *testing.B) {
+	guard := quiet.Begin(b, "failover_inflight_p50_s", "failover_inflight_p99_s")
 	total, toTake, toFirst := failover(b, "failover-inflight", true)
+	guard.Check(b)
 	fmt.Printf("bench failover_inflight_p50_s %.2f s (killed mid-invoke, a 3 s target timeout: the lease and the fence)\n", quantile(total, 0.5))
 	fmt.Printf("bench failover_inflight_p99_s %.2f s (%d kills; max %.2f s; kill→take %.2f, take→first delivery %.2f s on average)\n",
 		quantile(total, 0.99), len(total), quantile(total, 1), mean(toTake), mean(toFirst))

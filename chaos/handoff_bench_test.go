@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardloop/shardloop/internal/quiet"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/reader"
@@ -74,6 +75,7 @@ func (o *owners) firstAfter(shard string, at time.Time, runner, not string) (str
 // change settles it counts the leases per runner.
 func BenchmarkHandoff(b *testing.B) {
 	const nShards = 12
+	guard := quiet.Begin(b, "handoff_p99_s", "handoff_leave_p99_s")
 	kc, dc := startLocal(b)
 	stream, table := "handoff", "handoff-leases"
 	ss := newStream(b, kc, dc, stream, table, nShards)
@@ -214,6 +216,7 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Fatalf("only %d handoffs to joining runners measured", len(joins))
 	}
 	writeData(b, "handoff", samples)
+	guard.Check(b)
 	fmt.Printf("bench handoff_p99_s %.2f s (%d shards handed to joining runners; p50 %.2f s, max %.2f s; 10 s lease)\n",
 		quantile(joins, 0.99), len(joins), quantile(joins, 0.5), quantile(joins, 1))
 	fmt.Printf("bench handoff_leave_p99_s %.2f s (%d shards of runners stopped with Ctrl-C, to their next owner's first delivery)\n",

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardloop/shardloop/internal/emulators"
+	"github.com/shardloop/shardloop/internal/quiet"
 	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/lease"
 	"github.com/shardloop/shardloop/pkg/shards"
@@ -69,6 +70,7 @@ func (p *runnerProc) deliveredAfter(shard string, at time.Time) (time.Time, bool
 // names a folder to keep the runners' logs in.
 func BenchmarkTakeoverCrash(b *testing.B) {
 	const nShards = 12
+	guard := quiet.Begin(b, "takeover_crash_producing_p99_s")
 	bin := buildShardloop(b)
 	kinProc, ddbProc, kc, dc := startLocalEndpoints(b, "SHARD_LIMIT=1000")
 	env := append(os.Environ(), "AWS_ENDPOINT_URL_KINESIS="+kinProc.Endpoint, "AWS_ENDPOINT_URL_DYNAMODB="+ddbProc.Endpoint,
@@ -143,6 +145,7 @@ func BenchmarkTakeoverCrash(b *testing.B) {
 		all = append(all, s.After)
 	}
 	writeData(b, "takeover-crash", samples)
+	guard.Check(b)
 	fmt.Printf("bench takeover_crash_producing_p99_s %.2f s (%d shards of runners killed with -9 while records flowed, 1-3 survivors, 12 shards; p50 %.2f s, max %.2f s; 10 s lease)\n",
 		quantile(all, 0.99), len(all), quantile(all, 0.5), quantile(all, 1))
 	b.ReportMetric(quantile(all, 0.99), "p99_s")

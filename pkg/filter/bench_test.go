@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardloop/shardloop/internal/quiet"
 )
 
 // benchFilters are five filters of the kind a mapping carries: exact
@@ -60,6 +62,7 @@ func benchRecords(n int) []Record {
 // that compares with only validating the same records with encoding/json
 // (json.Valid), measured alternately in the same run.
 func BenchmarkFilter(b *testing.B) {
+	guard := quiet.Begin(b, "filter_records_per_second", "filter_cost_vs_json_valid_ratio")
 	const (
 		distinct = 2000
 		rounds   = 150 // 300,000 records per measurement
@@ -98,6 +101,7 @@ func BenchmarkFilter(b *testing.B) {
 		ratio = tMatch.Seconds() / tValid.Seconds()
 		passed = float64(pass) / n
 	}
+	guard.Check(b)
 	b.ReportMetric(rate, "records/s")
 	fmt.Printf("bench filter_records_per_second %.0f records/s (5 filters, %d-byte JSON records on average, %.1f%% pass)\n", rate, size/distinct, 100*passed)
 	fmt.Printf("bench filter_cost_vs_json_valid_ratio %.2f x (time to match a record over time for json.Valid on it)\n", ratio)

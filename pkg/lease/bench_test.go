@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shardloop/shardloop/internal/quiet"
 	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/lease"
 )
@@ -24,6 +25,7 @@ import (
 // it repeats internally and prints `bench lease_op_overhead_ratio <x> x`.
 func BenchmarkLeaseOpOverhead(b *testing.B) {
 	const rounds = 600
+	guard := quiet.Begin(b, "lease_op_overhead_ratio", "lease_op_request_ratio", "lease_op_client_ratio", "lease_ops_per_round_us")
 	client := testaws.Dynamo(b)
 	table := testaws.Name(b)
 	ctx := b.Context()
@@ -96,6 +98,7 @@ func BenchmarkLeaseOpOverhead(b *testing.B) {
 		tOurs += t2.Sub(t1)
 		tReplay += t3.Sub(t2)
 	}
+	guard.Check(b)
 	ratio := float64(tOurs) / float64(tRaw)
 	b.ReportMetric(ratio, "ratio")
 	fmt.Printf("bench lease_op_overhead_ratio %.3f x\n", ratio)

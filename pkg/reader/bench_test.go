@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardloop/shardloop/internal/kinesismem"
+	"github.com/shardloop/shardloop/internal/quiet"
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
@@ -171,6 +172,7 @@ func BenchmarkReaderThroughput(b *testing.B) {
 		records = 100_000
 		batch   = 1000
 	)
+	guard := quiet.Begin(b, "reader_pipelined_ratio", "reader_throughput_ratio", "reader_records_per_second")
 	for b.Loop() {
 		mem, err := lease.NewMemoryStore()
 		if err != nil {
@@ -212,6 +214,7 @@ func BenchmarkReaderThroughput(b *testing.B) {
 		writeBenchData(b, "reader", map[string]float64{"rate": rate, "sequential": sequential, "pipelined": pipelined})
 		b.ReportMetric(rate/sequential, "ratio")
 		b.ReportMetric(rate, "records/s")
+		guard.Check(b)
 		fmt.Printf("bench reader_pipelined_ratio %.3f x (against the sequential ideal; the pipelined ideal is %.2f x)\n", rate/sequential, pipelined/sequential)
 		fmt.Printf("bench reader_throughput_ratio %.3f x (against the pipelined ideal, batch / target)\n", rate/pipelined)
 		fmt.Printf("bench reader_requests_per_batch %.2f requests\n", requests)
@@ -351,6 +354,7 @@ func (c *benchReads) GetShardIterator(ctx context.Context, in *kinesis.GetShardI
 // second a shard accepts: a shard written at its cap must drain faster.
 func BenchmarkDrain(b *testing.B) {
 	const n = 100_000
+	guard := quiet.Begin(b, "drain_pf10_over_pf1", "drain_vs_read_cap", "drain_defaults_records_per_second", "drain_defaults_vs_write_cap")
 	for b.Loop() {
 		var pf1, pf10, capped, defaults drainResult
 		var wg sync.WaitGroup
@@ -359,6 +363,7 @@ func BenchmarkDrain(b *testing.B) {
 		wg.Go(func() { capped = drain(b, n, 100, 10, 5*time.Millisecond, 1024, false) })
 		wg.Go(func() { defaults = drain(b, n, 100, 1, 5*time.Millisecond, 100, true) })
 		wg.Wait()
+		guard.Check(b)
 		ratio := pf10.rate / pf1.rate
 		readCap := float64(ShardReadBytes) / 1024
 		const writeCap = 1000 // records a second a shard accepts
