@@ -4,9 +4,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"testing"
 	"time"
 )
+
+// TB is what a Guard needs of a benchmark (a *testing.B has it).
+type TB interface {
+	Helper()
+	Skip(args ...any)
+	Logf(format string, args ...any)
+}
 
 // out is where the `bench … not measured` lines go: make bench reads them.
 var out io.Writer = os.Stdout
@@ -24,7 +30,7 @@ type Guard struct {
 // it, it prints `bench <figure> not measured: …` for each figure named and
 // skips the benchmark at once rather than time it; otherwise it starts the
 // watch that Check reads.
-func Begin(b testing.TB, figures ...string) *Guard {
+func Begin(b TB, figures ...string) *Guard {
 	b.Helper()
 	if r := Probe(ProbeFor); r.Busy() {
 		skip(b, r, "before it began", figures)
@@ -42,7 +48,7 @@ func Watching(figures ...string) *Guard { return &Guard{w: Start(), figures: fig
 // it prints why for each figure (those named, or else Begin's) and skips the
 // benchmark, so no figure from a run known to be distorted is printed.
 // Figures that are counts (requests, records lost) can be printed before it.
-func (g *Guard) Check(b testing.TB, figures ...string) {
+func (g *Guard) Check(b TB, figures ...string) {
 	b.Helper()
 	if len(figures) == 0 {
 		figures = g.figures
@@ -54,7 +60,7 @@ func (g *Guard) Check(b testing.TB, figures ...string) {
 	}
 }
 
-func skip(b testing.TB, r Report, when string, figures []string) {
+func skip(b TB, r Report, when string, figures []string) {
 	b.Helper()
 	why := fmt.Sprintf("%s %s (a wall-clock figure allows %.0f %%: run it on a quiet machine)", r, when, 100*MaxOthers)
 	for _, f := range figures {

@@ -117,10 +117,7 @@ func spinOutside(t *testing.T, n int) {
 }
 
 // skipTB records a Skip instead of ending the goroutine.
-type skipTB struct {
-	testing.TB
-	skipped string
-}
+type skipTB struct{ skipped string }
 
 func (s *skipTB) Helper()             {}
 func (s *skipTB) Skip(args ...any)    { s.skipped = fmt.Sprint(args...) }
@@ -137,7 +134,7 @@ func TestGuard_NamesEveryFigureItWithholdsWhenOthersTakeTheCPUs(t *testing.T) {
 	g := Watching("a_s", "b_per_second")
 	spinOutside(t, runtime.NumCPU()) // every CPU busy: far above MaxOthers
 	time.Sleep(500 * time.Millisecond)
-	tb := &skipTB{TB: t}
+	tb := &skipTB{}
 	g.Check(tb, "b_per_second")
 	if !strings.HasPrefix(tb.skipped, "not measured: other processes used") {
 		t.Fatalf("not skipped: %q", tb.skipped)
@@ -147,7 +144,7 @@ func TestGuard_NamesEveryFigureItWithholdsWhenOthersTakeTheCPUs(t *testing.T) {
 	}
 
 	buf.Reset()
-	tb = &skipTB{TB: t}
+	tb = &skipTB{}
 	Begin(tb, "a_s", "b_per_second")
 	if tb.skipped == "" || strings.Count(buf.String(), " not measured: ") != 2 || !strings.Contains(buf.String(), "before it began") {
 		t.Fatalf("Begin on a busy machine: skipped %q, printed %q", tb.skipped, buf.String())
