@@ -60,18 +60,10 @@ func (l *lane) send(ev laneEvent) {
 type span struct{ lo, hi int }
 
 // deliver hands us to the target until every unit settled or was given up
-// under the failure policy, reporting each settled stretch as it settles.
-// It returns false when the run must stop (lease lost, deadline, the run's
-// length with the batch in trouble) with units unsettled.
-//
-// The failure policy (docs/failure-policy.md) as a queue of work: spans to
-// deliver, the next on top. A failed delivery of a span leaves its
-// unsettled rest on top, delivered again after a backoff; with
-// BisectOnError a failed span of more than one unit is replaced by its two
-// halves (the second pushed first, so the first half goes next), without
-// counting a retry. Each failed delivery that is not split counts an
-// attempt for what is left; past MaxRetryAttempts retries it is given up.
-// Units older than MaxRecordAge are given up before any delivery.
+// under the failure policy (plan.go says what to deliver or give up next),
+// reporting each settled stretch as it settles. It returns false when the
+// run must stop (lease lost, deadline, the run's length with the batch in
+// trouble) with units unsettled.
 func (l *lane) deliver(us []unit) bool {
 	r := l.r
 	if r.windowed() {
@@ -83,45 +75,36 @@ func (l *lane) deliver(us []unit) bool {
 		}
 	}
 	began := r.o.Clock()
-	limit := r.o.retryLimit()
 
-	work := []span{{0, len(us)}}
+	carried := func(s span) (int, error) { return l.carried(us, s.lo, s.hi) }
+	p := newPlan(r.o.BisectOnError, r.o.retryLimit(), carried, span{0, len(us)})
 	if n, _ := l.carried(us, 0, len(us)); n > 0 {
 		// A count carried from an earlier run covers the units that failed
 		// then; what was read after them is delivered on its own afterwards.
 		if k := l.carriedEnd(us, 0, len(us)); k < len(us) {
-			work = []span{{k, len(us)}, {0, k}}
+			p = newPlan(r.o.BisectOnError, r.o.retryLimit(), carried, span{0, k}, span{k, len(us)})
 		}
 	}
-	cur := span{}
-	attempts := 0
-	var lastErr error
-	fails := 0 // failed deliveries since the last progress, for the backoff
+	expired := func(s span) int { return r.expired(us[s.lo:s.hi]) }
 	failing := false
 	for {
-		if cur.lo >= cur.hi { // the span is settled: the next, if any
-			if len(work) == 0 {
-				break
-			}
-			cur, work = work[len(work)-1], work[:len(work)-1]
-			attempts, lastErr = l.carried(us, cur.lo, cur.hi)
+		st := p.next(expired)
+		if st.kind == stepDone {
+			break
 		}
-		troubled := fails > 0 || len(work) > 0 || attempts > 0
-		if r.lost() || r.ctx.Err() != nil || r.yielded() || (troubled && r.halted()) {
+		if r.stop(r.ctx, true, p.troubled()) {
 			return false
 		}
-		if k := r.expired(us[cur.lo:cur.hi]); k > 0 {
-			if !l.giveUp(us[cur.lo:cur.lo+k], ConditionRecordAgeExceeded, lastErr, attempts) {
+		switch st.kind {
+		case stepGiveUpAge, stepGiveUpRetries:
+			cond := ConditionRecordAgeExceeded
+			if st.kind == stepGiveUpRetries {
+				cond = ConditionRetryAttemptsExhausted
+			}
+			if !l.giveUp(us[st.span.lo:st.span.hi], cond, st.lastErr, st.attempts) {
 				return false
 			}
-			cur.lo += k
-			continue
-		}
-		if limit >= 0 && attempts > limit {
-			if !l.giveUp(us[cur.lo:cur.hi], ConditionRetryAttemptsExhausted, lastErr, attempts) {
-				return false
-			}
-			cur.lo = cur.hi
+			p.gaveUp(st.span.hi - st.span.lo)
 			continue
 		}
 
@@ -130,6 +113,7 @@ func (l *lane) deliver(us []unit) bool {
 			r.haltNow() // nothing more fits in this run
 			return false
 		}
+		cur := st.span
 		b := r.batch(us[cur.lo:cur.hi])
 		n, err := l.invoke(b)
 		if errors.Is(err, errNotStarted) {
@@ -148,10 +132,9 @@ func (l *lane) deliver(us []unit) bool {
 			r.delivered.Add(int64(nrec))
 			r.o.Hooks.RecordsDelivered(r.in.Stream, r.in.ShardID, nrec)
 			l.settled(us[cur.lo : cur.lo+k])
-			cur.lo += k
-			fails = 0
+			p.delivered(k)
 		}
-		if cur.lo >= cur.hi {
+		if k == cur.hi-cur.lo {
 			continue
 		}
 		if r.lost() {
@@ -160,29 +143,25 @@ func (l *lane) deliver(us []unit) bool {
 		if err == nil {
 			err = fmt.Errorf("reader: target settled %d of %d records: %w", nrec, len(b.Records), ErrPartial)
 		}
-		lastErr = err
-		fails++
 		r.o.Hooks.TargetError(r.in.Stream, r.in.ShardID, err)
 		if !failing {
 			failing = true
 			l.send(laneEvent{lane: l.id, failing: true})
 		}
-		if r.o.BisectOnError && cur.hi-cur.lo > 1 {
-			mid := cur.lo + (cur.hi-cur.lo+1)/2
-			work = append(work, span{mid, cur.hi})
-			cur.hi = mid
-			attempts, _ = l.carried(us, cur.lo, cur.hi)
-			r.log.Warn("target failed; delivering the first half on its own", "seq", us[cur.lo].seq(), "records", mid-cur.lo, "lane", l.id, "err", err)
+		first := us[cur.lo+k].seq()
+		f := p.failed(err)
+		if f.split {
+			half := p.cur
+			r.log.Warn("target failed; delivering the first half on its own", "seq", first, "records", half.hi-half.lo, "lane", l.id, "err", err)
 			r.wait(r.o.RetryMin)
 			continue
 		}
-		attempts++
-		l.fail = Failure{FailingSeq: us[cur.lo].seq(), FailedAttempts: attempts, FailingLast: us[cur.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)}
-		if limit >= 0 && attempts > limit {
-			continue // given up at the top of the loop
+		l.fail = Failure{FailingSeq: first, FailedAttempts: f.attempts, FailingLast: us[cur.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)}
+		if f.spent {
+			continue // given up by the plan's next step
 		}
-		wait := backoff(r.o.RetryMin, r.o.RetryMax, fails)
-		r.log.Warn("target failed; retrying the unsettled records", "seq", us[cur.lo].seq(), "attempt", attempts, "wait", wait, "lane", l.id, "err", err)
+		wait := backoff(r.o.RetryMin, r.o.RetryMax, f.fails)
+		r.log.Warn("target failed; retrying the unsettled records", "seq", first, "attempt", f.attempts, "wait", wait, "lane", l.id, "err", err)
 		r.wait(wait)
 	}
 	r.batches.Add(1)
@@ -297,7 +276,7 @@ func (l *lane) giveUp(us []unit, cond string, lastErr error, attempts int) bool 
 	}
 	if r.o.OnFailure != nil {
 		for try := 1; ; try++ {
-			if r.lost() || r.ctx.Err() != nil || (try > 1 && r.halted()) {
+			if r.stop(r.ctx, try > 1, try > 1) {
 				return false
 			}
 			err := r.o.OnFailure.Send(r.ctx, fr)
