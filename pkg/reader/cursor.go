@@ -77,7 +77,7 @@ func (c *cursor) read(waits context.Context, limit int32) readOut {
 	r := c.r
 	ctx := r.ctx
 	for {
-		if r.lost() || ctx.Err() != nil || r.halted() {
+		if r.stop(ctx, true, true) {
 			return readOut{none: true}
 		}
 		if c.iter != "" && r.o.Clock().Sub(c.issued) > IteratorMaxAge {
@@ -226,7 +226,7 @@ func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, 
 			break
 		}
 		r.waitCtx(waits, gap)
-		if r.lost() || ctx.Err() != nil || r.halted() || !c.paced(waits) {
+		if r.stop(ctx, true, true) || !c.paced(waits) {
 			break
 		}
 		at := r.o.Clock()

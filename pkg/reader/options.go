@@ -402,8 +402,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // Hooks observe a run, for metrics. Methods are called from the run's
 // goroutines (its lanes deliver concurrently), must be fast and safe for
-// concurrent use. Embed NopHooks to
-// implement only some.
+// concurrent use. Embed NopHooks to implement only some.
+//
+// Hooks keeps these nine methods: what a run reports later is added as an
+// optional one-method interface that the run finds on the Hooks value by a
+// type assertion (WindowStateLost is the first), so an implementation
+// written today, with NopHooks embedded or not, still compiles and still
+// means what it meant.
 type Hooks interface {
 	// RecordsDelivered: n records settled at the target.
 	RecordsDelivered(stream, shardID string, n int)

@@ -737,6 +737,18 @@ func (r *run) halted() bool {
 	return r.halt.Load() || r.yielded() || !r.o.Clock().Before(r.stopTime())
 }
 
+// stop is the one test a run's loops make before each try (a read, a
+// delivery, a give-up's send, a window's final invocation): stop when the
+// lease is lost or ctx ended; when the run yields its shard, if onYield;
+// when the run must halt (its length, a halt or a yield: halted), if onHalt.
+// The loops differ only in those two: a batch that is not in trouble is
+// delivered despite a halt (its records were read before it), and the first
+// try of a give-up is made despite a yield (the batch settles before the
+// lease goes).
+func (r *run) stop(ctx context.Context, onYield, onHalt bool) bool {
+	return r.lost() || ctx.Err() != nil || (onYield && r.yielded()) || (onHalt && r.halted())
+}
+
 // yielded reports whether Options.Yield was closed: no new delivery starts,
 // and the run releases its lease once what is in flight settled.
 func (r *run) yielded() bool {

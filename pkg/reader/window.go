@@ -401,7 +401,7 @@ func (l *lane) invoke(b Batch) (int, error) {
 func (l *lane) final(early bool) bool {
 	r := l.r
 	for try := 1; ; try++ {
-		if r.lost() || r.ctx.Err() != nil || r.yielded() || (try > 1 && r.halted()) {
+		if r.stop(r.ctx, true, try > 1) {
 			return false
 		}
 		if !r.fits() {
