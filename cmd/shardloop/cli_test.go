@@ -107,6 +107,7 @@ func TestRunFlags_CheckedWithTheFunctionsLimitsNamingTheFlag(t *testing.T) {
 		{[]string{"--create-shards", "-1"}, []string{"--create-shards -1"}},
 		{[]string{"--read-ahead-mib", "0"}, []string{"--read-ahead-mib 0", "from 1 to 1024", "MiB of records read"}},
 		{[]string{"--confirm-skip"}, []string{"--confirm-skip without --start"}},
+		{[]string{"--deployed-at", "2026-12-01 10:00"}, []string{`--deployed-at "2026-12-01 10:00"`, "RFC 3339"}},
 		{[]string{"--target-timeout", "16m"}, []string{"--target-timeout 16m0s", "15m0s"}},
 		{[]string{"--start", "yesterday"}, []string{`--start "yesterday"`, "RFC 3339"}},
 		{[]string{"--start", "timestamp:2024-13-01T00:00:00Z"}, []string{"--start"}},

@@ -45,6 +45,8 @@ type runFlags struct {
 	emf, verbose                 bool
 	logFormat                    string
 	confirmSkip                  bool
+	deployedAt                   string    // --deployed-at as given
+	deployed                     time.Time // ... parsed; zero: when this runner starts
 	policy                       *policyFlags
 }
 
@@ -55,6 +57,7 @@ func parseRunFlags(args []string) (*runFlags, reader.Options, error) {
 	fs.StringVar(&f.table, "table", "", "DynamoDB lease table (created if missing); empty keeps leases in memory")
 	fs.StringVar(&f.target, "target", "", "target Lambda function name or ARN; empty prints each record")
 	fs.StringVar(&f.start, "start", "", "start position: "+lambdaenv.StartForms+"; empty: none, checkpoints decide and a shard without one opens at the tip")
+	fs.StringVar(&f.deployedAt, "deployed-at", "", "when this configuration was deployed (RFC 3339, such as 2026-12-01T10:00:00Z), which orders start generations: a service manager that restarts the runner passes the deploy's time, so a restart is not a new deployment; empty: when this runner starts, on Kinesis's clock")
 	fs.BoolVar(&f.confirmSkip, "confirm-skip", false, "start even though --start moves shards past records the table's current start has not delivered (run refuses and says which, without it)")
 	fs.IntVar(&f.create, "create-shards", 0, "create the stream with this many shards if it is missing ("+lambdaenv.CreateShardsLimit.Want()+")")
 	fs.IntVar(&f.batch, "batch-size", lambdaenv.DefaultBatchSize, "records per GetRecords and per target invocation ("+lambdaenv.BatchSizeLimit.Want()+")")
@@ -100,6 +103,11 @@ func (f *runFlags) check() (reader.Options, error) {
 		return reader.Options{}, bad("--start %q: %v", f.start, err)
 	}
 	f.start = start
+	if f.deployedAt != "" {
+		if f.deployed, err = time.Parse(time.RFC3339, f.deployedAt); err != nil {
+			return reader.Options{}, bad("--deployed-at %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", f.deployedAt)
+		}
+	}
 	if f.confirmSkip && f.start == "" {
 		return reader.Options{}, bad("--confirm-skip without --start: only a start position skips records")
 	}
@@ -183,6 +191,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkStart(ctx, store, kc, streamARN, f, log); err != nil {
 		return err
 	}
+	deployed, err := deployTime(f.deployed, kinesisNow(ctx, kc, streamARN, log))
+	if err != nil {
+		return err
+	}
 	if ro.OnFailure, err = handlers.OnFailureDestination(f.policy.destination, cfg); err != nil {
 		return err
 	}
@@ -206,10 +218,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	r, err := runner.New(runner.Options{
 		// A start is deployed when this runner starts with it, on Kinesis's
-		// clock: of two runners with different starts, the one started
-		// later is the newer generation (docs/operations.md, start
-		// generations).
-		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create, DeployedAt: kinesisNow(ctx, kc, streamARN, log)}},
+		// clock, unless --deployed-at says when: of two runners with
+		// different starts, the one deployed later is the newer generation
+		// (docs/operations.md, start generations).
+		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create, DeployedAt: deployed}},
 		Store:         store,
 		Kinesis:       kc,
 		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: prog, Lag: rec.Lag, Logger: log}, ro),
@@ -465,4 +477,23 @@ func printable(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// maxDeployAhead is how far past Kinesis's clock --deployed-at may be: a
+// host's clock that runs a little fast, not a time to come.
+const maxDeployAhead = time.Minute
+
+// deployTime is the deploy time a runner's configuration is ordered by:
+// given (--deployed-at), or now (Kinesis's clock) when not. A given time
+// later than now would order this configuration after every deployment
+// made until then, so it is refused.
+func deployTime(given, now time.Time) (time.Time, error) {
+	if given.IsZero() {
+		return now, nil
+	}
+	if given.After(now.Add(maxDeployAhead)) {
+		return time.Time{}, bad("--deployed-at %s is later than Kinesis's clock (%s): a deploy time to come would order this configuration after every deployment made until then; give the time it was deployed",
+			given.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return given, nil
 }
