@@ -771,6 +771,30 @@ var coordinatorCases = []conformanceCase{
 		// Not revoked, the child's loop takes it back as before.
 		noErr(t)(s.Take(ctx, stream, "child", "other/r1", lease.WithOwnerFamily("other")))
 	}},
+	{"FreeChildIsNotTakenByALoopsRun", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A child's loop read it to its end and released it; a new start
+		// opened it (and may have opened its parent) again. A run of that
+		// loop (a retried invocation of its last run) must not take the
+		// free row and read the child before its parent: only a
+		// coordinator, which checks the parents, takes a free child.
+		noErr(t)(s.Take(ctx, stream, "child", "loop", lease.WithParents("parent")))
+		noErr(t)(s.Take(ctx, stream, "child", "loop/r1", lease.WithOwnerFamily("loop")))
+		_, err := s.Checkpoint(ctx, stream, "child", "loop/r1", lease.ShardEnd)
+		must(t, err)
+		must(t, s.Release(ctx, stream, "child", "loop/r1", lease.Handover{}))
+		_, err = s.SetStart(ctx, stream, "child", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		if _, err := s.Take(ctx, stream, "child", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a free child by a run of a loop: err = %v, want ErrHeld", err)
+		}
+		l, err := s.Take(ctx, stream, "child", "coordinated", lease.WithParents("parent"))
+		must(t, err)
+		if l.Owner != "coordinated" {
+			t.Fatalf("a coordinator's take of the free child = %+v", l)
+		}
+		// A free shard without parents is still taken by a loop's run.
+		noErr(t)(s.Take(ctx, stream, "root", "rootloop/r1", lease.WithOwnerFamily("rootloop")))
+	}},
 	{"TakeUnchangedOnlyOnTheRowItRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		// A coordinator's take is conditional on the counter its decision
 		// read: 0 for a shard without a row.

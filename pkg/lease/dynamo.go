@@ -273,8 +273,9 @@ func counterIs(c int64) cond {
 	return eq(attrCounter, c)
 }
 
-// takeCond is a take's condition: the row has no owner (and no fence), or
-// is owner's (or its loop's, without a fence) and not a revoked child; or
+// takeCond is a take's condition: the row has no owner (and no fence; and,
+// for a loop's run, no parents), or is owner's (or its loop's, without a
+// fence) and not a revoked child; or
 // its counter is the one the taker saw stand still (IfCounter); and it is
 // unchanged (IfUnchanged).
 func takeCond(owner string, o takeOptions) cond {
@@ -283,7 +284,14 @@ func takeCond(owner string, o takeOptions) cond {
 		mine = or(mine, and(heldBy(o.family), noFence()))
 	}
 	mine = and(mine, or(notExists(attrRevoked), notExists(attrParents)))
-	c := or(and(notExists(attrOwner), noFence()), mine)
+	free := and(notExists(attrOwner), noFence())
+	if o.family != "" {
+		// A loop's run takes a free row only when it has no parents: a
+		// free child may have a parent opened again by a new start, and
+		// only a coordinator checks the parents.
+		free = and(free, notExists(attrParents))
+	}
+	c := or(free, mine)
 	if o.ifCounter {
 		c = or(c, counterIs(o.counter))
 	}

@@ -50,12 +50,14 @@ func cloneGeneration(g Generation) Generation {
 }
 
 // takeable reports whether a take by owner with o may have row l: a row
-// free of owner and fence, a counter the taker watched (IfCounter), the
-// taker's own row, or a row handed back to the taker's loop with no fence.
-// A revoked child is not taken by its holder's loop: the new start may have
-// opened a parent again, and only a coordinator checks the parents.
+// free of owner and fence (for a loop's run, of a shard without parents), a
+// counter the taker watched (IfCounter), the taker's own row, or a row
+// handed back to the taker's loop with no fence. A revoked child, or a free
+// one, is not taken by a loop's run: a new start may have opened a parent
+// again, and only a coordinator checks the parents.
 func (o takeOptions) takeable(l Lease, owner string) bool {
-	if (l.Owner == "" && l.Fence == 0) || (o.ifCounter && l.Counter == o.counter) {
+	free := l.Owner == "" && l.Fence == 0 && (o.family == "" || len(l.ParentShardIDs) == 0)
+	if free || (o.ifCounter && l.Counter == o.counter) {
 		return true
 	}
 	if l.Revoked && len(l.ParentShardIDs) > 0 {
