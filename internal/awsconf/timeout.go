@@ -122,13 +122,24 @@ func InvokeRetryable(err error) aws.Ternary {
 }
 
 // neverSent reports whether err says the request could not leave this
-// host: a failed dial (refused, unreachable, dial timeout) or a failed
-// name lookup. Anything that happened on an established connection may
-// have come after the request was written.
+// host (NeverLeft), except a name that does not exist: it will not appear
+// on a retry.
 func neverSent(err error) bool {
 	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return false
+	}
+	return NeverLeft(err)
+}
+
+// NeverLeft reports whether err says a request could not leave this host:
+// a failed dial (refused, unreachable, dial timeout) or a failed name
+// lookup. Anything that happened on an established connection may have
+// come after the request was written.
+func NeverLeft(err error) bool {
+	var dns *net.DNSError
 	if errors.As(err, &dns) {
-		return !dns.IsNotFound // a name that does not exist will not appear on a retry
+		return true
 	}
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"

@@ -2,7 +2,7 @@ package faults
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/shardloop/shardloop/pkg/reader"
 )
@@ -32,7 +32,9 @@ const (
 	TargetPartial = "target.partial"
 )
 
-var errTarget = errors.New("target function error")
+// errTarget is a failure the function answered with (or, for Fail, a call
+// refused before it ran): nothing of it may still be running.
+var errTarget = fmt.Errorf("target function error (injected): %w", reader.ErrFunction)
 
 // Deliver implements reader.Target.
 func (t *Target) Deliver(ctx context.Context, b reader.Batch) (int, error) {

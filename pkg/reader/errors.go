@@ -3,6 +3,8 @@ package reader
 import (
 	"errors"
 	"fmt"
+
+	"github.com/shardloop/shardloop/internal/awsconf"
 )
 
 // Sentinel errors; match them with errors.Is through any wrapping.
@@ -23,7 +25,23 @@ var (
 	ErrRecordTooLarge = errors.New("record too large for one Lambda request")
 	// ErrPartial: the target settled only part of a batch (batchItemFailures).
 	ErrPartial = errors.New("target settled part of the batch")
+	// ErrNotRun: the target function did not run: Lambda refused the
+	// Invoke (a throttle, or any other 4xx answer: not found, access
+	// denied, a request too large), or the request never left this host.
+	// Unlike a broken connection or a timeout, nothing may still be running.
+	ErrNotRun = errors.New("target function did not run")
 )
+
+// notRun reports whether an Invoke's error says the function did not run:
+// an answer with a 4xx status (Lambda checks the request, the function and
+// its concurrency before it runs anything), or a request never sent.
+func notRun(err error) bool {
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 400 && status.HTTPStatusCode() < 500 {
+		return true
+	}
+	return awsconf.NeverLeft(err)
+}
 
 // InvalidError names the input field that was refused and what was
 // expected. It matches ErrInvalid.

@@ -342,6 +342,9 @@ func (t *LambdaTarget) invoke(ctx context.Context, payload []byte, seqs []string
 	}
 	out, err := t.client.Invoke(ctx, in)
 	if err != nil {
+		if notRun(err) {
+			return 0, fmt.Errorf("reader: invoke target %s: %w: %w", t.function, ErrNotRun, err)
+		}
 		return 0, fmt.Errorf("reader: invoke target %s: %w", t.function, err)
 	}
 	return t.settled(out, seqs)

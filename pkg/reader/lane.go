@@ -28,6 +28,9 @@ type lane struct {
 	fail Failure
 	// win is the lane's tumbling window (window.go), with TumblingWindow.
 	win winState
+	// runningUntil is when the last invocation the lane gave up on could
+	// have ended (call): it starts no other before.
+	runningUntil time.Time
 }
 
 // laneEvent is what a lane tells the run.
@@ -116,6 +119,9 @@ func (l *lane) deliver(us []unit) bool {
 		cur := st.span
 		b := r.batch(us[cur.lo:cur.hi])
 		n, err := l.invoke(b)
+		if errors.Is(err, errStillRunning) {
+			return false
+		}
 		if errors.Is(err, errNotStarted) {
 			// No invocation started: the lease is gone, or the renewal
 			// recording its fence failed (tried again shortly).
@@ -178,28 +184,63 @@ func (l *lane) deliver(us []unit) bool {
 // fence failed). It counts as no attempt.
 var errNotStarted = errors.New("invocation not started")
 
-// call makes one invocation of the target under the lease's fence: Begin
-// first (the row then records how long the invocation may run, so a new
-// owner waits it out), do with the run's context, then the invocation's
-// end: over when the function answered, given up on (it may run on for its
-// timeout) when the run's context ended first or the call failed without
-// the function's answer. It fails with errNotStarted when Begin refused.
-func (r *run) call(do func(ctx context.Context) error) error {
+// errStillRunning: the lane gave up on an invocation that may still be
+// running (its call failed without the function's answer), and the run
+// must stop before that one could have ended. It counts as no attempt; the
+// run's hand-back records the fence over it, so the loop's next run waits
+// it out too.
+var errStillRunning = fmt.Errorf("%w: an invocation given up on may still run", errNotStarted)
+
+// call makes one invocation of the target for the lane under the lease's
+// fence: Begin first (the row then records how long the invocation may
+// run, so a new owner waits it out), do with the run's context, then the
+// invocation's end: over when the function answered, given up on (it may
+// run on for its timeout) when the run's context ended first or the call
+// failed without the function's answer. It fails with errNotStarted when
+// Begin refused.
+//
+// A lane never invokes while an invocation it gave up on may still run:
+// the retry of a call that broke (a connection reset after the request
+// left) would otherwise run beside it at the function, with the same keys.
+// It waits until TargetTimeout (and a tenth) from that invocation's start,
+// and fails with errStillRunning when the run must stop first.
+func (l *lane) call(do func(ctx context.Context) error) error {
+	r := l.r
+	for {
+		left := l.runningUntil.Sub(r.o.Clock())
+		if left <= 0 {
+			break
+		}
+		if r.stop(r.ctx, true, true) {
+			return errStillRunning
+		}
+		r.log.Info("waiting for an invocation given up on to end before the next", "wait", left, "lane", l.id)
+		r.wait(left)
+	}
 	end, err := r.holder.Begin(r.ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNotStarted, err)
 	}
+	began := r.o.Clock()
 	err = do(r.ctx)
-	end(r.ctx.Err() == nil && answered(err))
+	ended := r.ctx.Err() == nil && answered(err)
+	end(ended)
+	if !ended && r.o.TargetTimeout > 0 {
+		// A tenth more, as the lease keeps a tenth: this host's clock and
+		// the one that ends the function may run at different rates.
+		l.runningUntil = began.Add(r.o.TargetTimeout + r.o.TargetTimeout/10)
+	}
 	return err
 }
 
 // answered reports whether a target's error says its function ran to an
 // answer (or never ran): an error it returned, an answer that was not a
-// valid response, a record too large to send. Any other error (a timeout,
-// a broken connection) leaves the function perhaps running.
+// valid response, a record too large to send, an Invoke Lambda refused or
+// that never left (ErrNotRun). Any other error (a timeout, a broken
+// connection) leaves the function perhaps running.
 func answered(err error) bool {
-	return err == nil || errors.Is(err, ErrFunction) || errors.Is(err, ErrBadResponse) || errors.Is(err, ErrRecordTooLarge)
+	return err == nil || errors.Is(err, ErrFunction) || errors.Is(err, ErrBadResponse) || errors.Is(err, ErrRecordTooLarge) ||
+		errors.Is(err, ErrNotRun)
 }
 
 // carried is the failed-delivery count (and its last error) a delivery of

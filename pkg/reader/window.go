@@ -352,7 +352,7 @@ func (l *lane) invoke(b Batch) (int, error) {
 	r := l.r
 	var n int
 	var state json.RawMessage
-	err := r.call(func(ctx context.Context) (err error) {
+	err := l.call(func(ctx context.Context) (err error) {
 		r.invoked(b)
 		if !r.windowed() {
 			n, err = r.o.Target.Deliver(ctx, b)
@@ -409,7 +409,7 @@ func (l *lane) final(early bool) bool {
 			return false
 		}
 		var state json.RawMessage
-		err := r.call(func(ctx context.Context) (err error) {
+		err := l.call(func(ctx context.Context) (err error) {
 			_, state, err = r.o.Target.(WindowTarget).DeliverWindow(ctx, l.windowBatch(r.batch(nil), true, early))
 			return err
 		})
