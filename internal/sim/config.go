@@ -154,6 +154,9 @@ type Faults struct {
 	TargetLatency, TargetTail                         time.Duration
 	TargetFail, TargetPartial, TargetSlow, TargetLost float64
 	TargetSlowMax                                     time.Duration
+	// TargetBroken: a call to a function that runs on breaks part way (a
+	// connection reset), the function running to its end.
+	TargetBroken float64
 	// TargetNoState: with tumbling windows, the function answers without a
 	// state (a failed invocation, as Lambda's trigger counts it).
 	TargetNoState float64
@@ -478,8 +481,42 @@ func Draw(seed uint64) Config {
 	if f() < 0.15 {
 		c.Events = append(c.Events, Event{At: between(c.Produce/4, 3*c.Produce/4), Kind: Recreate, Shards: 1 + r.IntN(4)})
 	}
+	// Calls that break while the function runs on (a connection reset
+	// after the request left), drawn last: the caller has no answer, and
+	// nothing it invokes may run beside what still runs.
+	if f() < 0.2 {
+		c.Faults.TargetBroken = 0.01 + 0.05*f()
+	}
+	c.keepAbreast()
 	sortEvents(c.Events)
 	return c
+}
+
+// keepAbreast bounds the calls whose answer is lost or that break, in a
+// world whose target runs on: each leaves its lane waiting out the
+// function's timeout (and a tenth), since the invocation may still run. A
+// world spends at most a fifth of a lane's time so, reading the whole
+// stream through one shard (a few keys may all hash to it) a batch per
+// call, so that it stays abreast of its
+// stream: a world that cannot keep up says nothing about the promise. No
+// draw is made.
+func (c *Config) keepAbreast() {
+	runsOn := c.Reader.TargetTimeout > 0 || c.Reader.LambdaTarget
+	for _, d := range c.Deployments {
+		runsOn = runsOn || d.Lambda
+	}
+	// A delivery of one record that the draw makes partial is an answer
+	// lost instead (target.work): count the partial ones too.
+	f := &c.Faults
+	lost := f.TargetLost + f.TargetBroken + f.TargetPartial
+	if !runsOn || lost == 0 || c.Reader.FunctionTimeout <= 0 {
+		return
+	}
+	calls := c.Rate / float64(max(1, c.Reader.BatchSize)) // a second, for a shard that takes every key
+	if budget := 0.2 / (calls * 1.1 * c.Reader.FunctionTimeout.Seconds()); lost > budget {
+		k := budget / lost
+		f.TargetLost, f.TargetBroken, f.TargetPartial = k*f.TargetLost, k*f.TargetBroken, k*f.TargetPartial
+	}
 }
 
 // FilterPool are the patterns worlds draw their filters from: over the
@@ -526,7 +563,7 @@ var Reductions = []struct {
 	}},
 	{"no target faults", func(c *Config) {
 		f := &c.Faults
-		f.TargetFail, f.TargetPartial, f.TargetSlow, f.TargetLost, f.DestinationFail, f.TargetNoState = 0, 0, 0, 0, 0, 0
+		f.TargetFail, f.TargetPartial, f.TargetSlow, f.TargetLost, f.DestinationFail, f.TargetNoState, f.TargetBroken = 0, 0, 0, 0, 0, 0, 0
 	}},
 	{"no Lambda faults", func(c *Config) {
 		f := &c.Faults

@@ -87,7 +87,16 @@ type target struct {
 	runsOn bool
 }
 
-var errFunction = errors.New("sim: the target function failed (injected)")
+// errFunction is the function's own failure: it answered.
+var errFunction = fmt.Errorf("sim: the target function failed (injected): %w", reader.ErrFunction)
+
+// errAnswerLost is an answer lost on its way back: the caller cannot tell
+// the function ended.
+var errAnswerLost = errors.New("sim: the answer was lost after the function ran (injected)")
+
+// errBroken is a call that broke without the function's answer, the
+// function running on: the reader must take it as given up.
+var errBroken = errors.New("sim: connection reset while the function runs (injected)")
 
 // Deliver implements reader.Target.
 func (t *target) Deliver(ctx context.Context, b reader.Batch) (int, error) {
@@ -109,10 +118,14 @@ func (t *target) Deliver(ctx context.Context, b reader.Batch) (int, error) {
 	switch o {
 	case outTimeout:
 		return 0, fmt.Errorf("sim: target timed out after %s: %w", t.w.cfg.Reader.FunctionTimeout, errFunction)
-	case outFailed, outLost:
+	case outFailed:
 		return 0, errFunction
+	case outLost:
+		return 0, errAnswerLost
 	case outCancelled:
 		return 0, ctx.Err()
+	case outBroken:
+		return 0, errBroken
 	}
 	return n, nil
 }
@@ -125,6 +138,9 @@ const (
 	outTimeout
 	outLost
 	outCancelled
+	// outBroken: the call broke (a connection reset) while the function
+	// runs on; the caller has no answer.
+	outBroken
 	// outNoState: with a tumbling window, the function settled the records
 	// but answered without a state: a failed invocation.
 	outNoState
@@ -174,9 +190,20 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 		n, o := t.work(context.Background(), owner, run, shardID, seqs, lat, x, partial, noState)
 		done <- result{n, o}
 	})
+	// A call that breaks while the function runs (a connection reset):
+	// drawn from a stream of its own, so worlds without it draw as before.
+	var broke <-chan time.Time
+	if brs := w.rnd.get("broken:" + w.actor(ctx) + ":" + shardID); brs.hit(f.TargetBroken) {
+		tm := time.NewTimer(brs.dur(0, min(lat, w.cfg.Reader.FunctionTimeout)))
+		defer tm.Stop()
+		broke = tm.C
+	}
 	select {
 	case r := <-done:
 		return r.n, r.o
+	case <-broke:
+		w.tr.add(w.shardName(shardID), owner, "the call of %d records broke after %s (connection reset, injected); the function runs on", len(seqs), time.Since(start))
+		return 0, outBroken
 	case <-ctx.Done():
 		w.tr.add(w.shardName(shardID), owner, "caller gave up on the delivery of %d records after %s (%s); the function runs on", len(seqs), time.Since(start), why(context.Cause(ctx)))
 		return 0, outCancelled
@@ -305,6 +332,8 @@ func (fn function) Invoke(ctx context.Context, in *lambda.InvokeInput, _ ...func
 		return nil, fmt.Errorf("sim: invoke: %w", ctx.Err())
 	case outLost:
 		return nil, errors.New("sim: invoke: connection reset after the function ran (injected)")
+	case outBroken:
+		return nil, fmt.Errorf("sim: invoke: %w", errBroken)
 	case outTimeout:
 		msg := fmt.Sprintf(`{"errorMessage":"Task timed out after %.2f seconds"}`, fn.t.w.cfg.Reader.FunctionTimeout.Seconds())
 		return &lambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Unhandled"), Payload: []byte(msg)}, nil

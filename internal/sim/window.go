@@ -106,10 +106,14 @@ func (t *target) DeliverWindow(ctx context.Context, b reader.WindowBatch) (int, 
 		switch o {
 		case outTimeout:
 			n, state, err = 0, nil, fmt.Errorf("sim: target timed out after %s: %w", t.w.cfg.Reader.FunctionTimeout, errFunction)
-		case outFailed, outLost:
+		case outFailed:
 			n, state, err = 0, nil, errFunction
+		case outLost:
+			n, state, err = 0, nil, errAnswerLost
 		case outCancelled:
 			n, state, err = 0, nil, ctx.Err()
+		case outBroken:
+			n, state, err = 0, nil, errBroken
 		}
 	}
 	owner, run, _ := ownerOf(ctx)
@@ -199,6 +203,8 @@ func (fn function) invokeWindow(ctx context.Context, payload []byte) ([]byte, st
 		return nil, "", fmt.Errorf("sim: invoke: %w", ctx.Err())
 	case outLost:
 		return nil, "", fmt.Errorf("sim: invoke: connection reset after the function ran (injected)")
+	case outBroken:
+		return nil, "", fmt.Errorf("sim: invoke: %w", errBroken)
 	case outTimeout:
 		return []byte(fmt.Sprintf(`{"errorMessage":"Task timed out after %.2f seconds"}`, fn.t.w.cfg.Reader.FunctionTimeout.Seconds())), "Unhandled", nil
 	case outFailed:
