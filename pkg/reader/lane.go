@@ -202,8 +202,8 @@ var errStillRunning = fmt.Errorf("%w: an invocation given up on may still run", 
 // A lane never invokes while an invocation it gave up on may still run:
 // the retry of a call that broke (a connection reset after the request
 // left) would otherwise run beside it at the function, with the same keys.
-// It waits until TargetTimeout (and a tenth) from that invocation's start,
-// and fails with errStillRunning when the run must stop first.
+// It waits until TargetTimeout (and a tenth) from when the call gave up on
+// it, and fails with errStillRunning when the run must stop first.
 func (l *lane) call(do func(ctx context.Context) error) error {
 	r := l.r
 	for {
@@ -221,14 +221,16 @@ func (l *lane) call(do func(ctx context.Context) error) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNotStarted, err)
 	}
-	began := r.o.Clock()
 	err = do(r.ctx)
 	ended := r.ctx.Err() == nil && answered(err)
 	end(ended)
 	if !ended && r.o.TargetTimeout > 0 {
-		// A tenth more, as the lease keeps a tenth: this host's clock and
-		// the one that ends the function may run at different rates.
-		l.runningUntil = began.Add(r.o.TargetTimeout + r.o.TargetTimeout/10)
+		// From now, not from the call's start: a call may send more than
+		// one request (a batch split to fit Lambda's payload limit), the
+		// last just now. A tenth more, as the lease keeps a tenth: this
+		// host's clock and the one that ends the function may run at
+		// different rates.
+		l.runningUntil = r.o.Clock().Add(r.o.TargetTimeout + r.o.TargetTimeout/10)
 	}
 	return err
 }
