@@ -390,6 +390,25 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 			errs = append(errs, fmt.Errorf("take %s: %w", lease.Key(name, s.ID), err))
 			continue
 		}
+		if len(s.Parents()) > 0 {
+			// A child was decided on its parents' rows, which no take can
+			// hold still: another coordinator may have recorded a new
+			// generation since and re-opened a parent (the child's own row,
+			// whose counter the take checked, comes after its parents). A
+			// generation is recorded before any row is written, so a record
+			// unchanged now means no parent was re-opened before the take
+			// landed. Otherwise the child goes back, and its loop never
+			// starts.
+			after, err := c.readGeneration(ctx, name)
+			if err != nil || !sameGeneration(after, res.Generation) {
+				log.InfoContext(ctx, "a new generation was recorded while this pass took a child; giving it back", "shard_id", s.ID, "err", err)
+				if rerr := c.store.Release(ctx, name, s.ID, owner, lease.Handover{}); rerr != nil {
+					log.WarnContext(ctx, "release of a child taken under an older generation", "shard_id", s.ID, "owner", owner, "err", rerr)
+				}
+				res.Lost++
+				continue
+			}
+		}
 		loop := Loop{Stream: name, ShardID: s.ID, Owner: owner, StreamARN: sum.arn}
 		if strings.HasPrefix(sub.Stream, "arn:") {
 			loop.StreamARN = sub.Stream

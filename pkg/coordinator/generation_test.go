@@ -301,6 +301,62 @@ func TestPass_RowsReadWhileAnotherCoordinatorAppliesAGenerationAreReadAgain(t *t
 	}
 }
 
+// TestPass_AChildTakenWhileANewGenerationReopensItsParentIsGivenBack is
+// world 222 of seeds 1–1,000 (2026-12-03): coordinator X decided a child
+// leasable on its parent's row, read to its end; coordinator Y recorded a
+// new generation and re-opened the parent before X's take of the child
+// landed (Y writes the child's start after its parent's, so the child's
+// counter, which X's take checks, had not moved). X's loop read the child
+// before its parent. X now reads the generation record again after taking
+// a child and gives the child back when it changed.
+func TestPass_AChildTakenWhileANewGenerationReopensItsParentIsGivenBack(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	ms := memStore(t)
+	readParentThenSplit(t, newCoordinator(t, sub(stream, "latest"), ms, kc, &recorder{}), kc, ms, stream)
+
+	parentReopened, xDone, yDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	y := newCoordinator(t, sub(stream, "horizon"), &interleave{Store: ms, setStart: func(id string) {
+		if id != "shardId-000000000000" {
+			<-xDone // the children's starts come after X's pass
+		}
+	}, afterSetStart: func(id string) {
+		if id == "shardId-000000000000" {
+			close(parentReopened)
+		}
+	}}, kc, &recorder{})
+	var yErr error
+	started := false
+	x := newCoordinator(t, sub(stream, "latest"), &interleave{Store: ms, take: func(id string) {
+		if id == "shardId-000000000000" || started {
+			return
+		}
+		started = true
+		go func() {
+			defer close(yDone)
+			_, yErr = y.Pass(t.Context())
+		}()
+		<-parentReopened // Y re-opened the parent after X read the rows
+	}}, kc, &recorder{})
+	res := pass(t, x)
+	close(xDone)
+	<-yDone
+	if yErr != nil {
+		t.Fatal(yErr)
+	}
+	if !started {
+		t.Fatal("X took no child: not the race asked for")
+	}
+	if got := shardsOf(res.Started); len(got) != 0 {
+		t.Fatalf("X started %v after Y re-opened their parent", got)
+	}
+	for id, r := range rowsOf(t, ms, stream) {
+		if id != "shardId-000000000000" && r.Owner != "" && !r.Revoked {
+			t.Fatalf("child %s = %+v: held, not revoked, while its parent is read again", id, r)
+		}
+	}
+}
+
 // interleave runs hooks around a store's calls, to order two coordinators'
 // passes.
 type interleave struct {
@@ -308,6 +364,7 @@ type interleave struct {
 	setStart, afterSetStart func(shardID string)
 	getMany                 func(read func())
 	getGeneration           func()
+	take                    func(shardID string)
 }
 
 func (s *interleave) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
@@ -353,6 +410,9 @@ func (s *interleave) PutGeneration(ctx context.Context, stream string, g lease.G
 }
 
 func (s *interleave) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
+	if s.take != nil {
+		s.take(shardID)
+	}
 	return s.Store.Take(ctx, stream, shardID, owner, opts...)
 }
 
