@@ -19,8 +19,9 @@ log=build/bench.log
 mkdir -p build
 : >"$log"
 
-# `go test -list` prints the matching names of each package, then its
-# "ok <package>" line.
+# `go test -list` prints the matching names of each package (tests,
+# benchmarks, fuzz targets, examples, in that order), then its "ok
+# <package>" line; a package that does not build says FAIL.
 list=$("$go" test -run '^$' -list "$pattern" ./... 2>&1) || { echo "$list" >&2; exit 1; }
 todo=()
 names=()
@@ -32,7 +33,8 @@ while IFS= read -r line; do
       for n in "${names[@]}"; do todo+=("$pkg $n"); done
       names=()
       ;;
-    *) names=() ;;
+    FAIL* | "?"*) names=() ;;
+    *) ;; # a test, fuzz target or example listed beside the benchmarks
   esac
 done <<<"$list"
 if [[ ${#todo[@]} -eq 0 ]]; then
