@@ -25,11 +25,16 @@ const (
 
 // Metric names.
 const (
-	RecordsDelivered   = "RecordsDelivered"   // Count: records settled at the target
-	Batches            = "Batches"            // Count: GetRecords batches fully settled
-	TargetErrors       = "TargetErrors"       // Count: failed or partial deliveries (each is retried)
-	GivenUpBatches     = "GivenUpBatches"     // Count: batches given up by the failure policy
-	GivenUpRecords     = "GivenUpRecords"     // Count: records in those batches
+	RecordsDelivered = "RecordsDelivered" // Count: records settled at the target
+	Batches          = "Batches"          // Count: GetRecords batches fully settled
+	TargetErrors     = "TargetErrors"     // Count: failed or partial deliveries (each is retried)
+	GivenUpBatches   = "GivenUpBatches"   // Count: batches given up by the failure policy
+	GivenUpRecords   = "GivenUpRecords"   // Count: records in those batches
+	// InvocationsGivenUp counts calls to the target that ended without the
+	// function's answer (a timeout, a broken connection): the function may
+	// run on, so its lane starts nothing more for up to the function's
+	// timeout. A steady count explains a shard's growing lag.
+	InvocationsGivenUp = "InvocationsGivenUp"
 	LeaseTakes         = "LeaseTakes"         // Count: leases the coordinator took to start a loop
 	LeaseLosses        = "LeaseLosses"        // Count: runs that lost (or could not take) their lease
 	ShardEnds          = "ShardEnds"          // Count: shards read to their end (SHARD_END checkpointed)
@@ -61,7 +66,7 @@ const (
 
 // counterNames is the order counters appear in a line.
 var counterNames = []string{
-	RecordsDelivered, Batches, TargetErrors, GivenUpBatches, GivenUpRecords,
+	RecordsDelivered, Batches, TargetErrors, GivenUpBatches, GivenUpRecords, InvocationsGivenUp,
 	LeaseTakes, LeaseLosses, ShardEnds, ReadErrors, ReadThrottles, AggregatedRecords, StreamNotFound, StaleConfiguration, BacklogSkipped,
 	PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount, DroppedEventCount, OnFailureDestinationDeliveredEventCount,
 }
@@ -348,6 +353,13 @@ func (r *Recorder) BatchGivenUp(stream, shardID string, records int, _ string) {
 		c.n[GivenUpRecords] += int64(records)
 	})
 }
+
+// InvocationGivenUp implements reader.InvocationGivenUp.
+func (r *Recorder) InvocationGivenUp(stream, shardID string, _ time.Duration) {
+	r.add(stream, shardID, InvocationsGivenUp, 1)
+}
+
+var _ reader.InvocationGivenUp = (*Recorder)(nil)
 
 // ReadError implements reader.Hooks.
 func (r *Recorder) ReadError(stream, shardID string, _ error, throttled bool) {

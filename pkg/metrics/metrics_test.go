@@ -190,6 +190,7 @@ func TestRecorder_EMFLinesAreValidEMFWithEveryMetric(t *testing.T) {
 	h.Batch("orders", "shardId-000000000001", 100, time.Second)
 	h.TargetError("orders", "shardId-000000000001", errors.New("boom"))
 	r.BatchGivenUp("orders", "shardId-000000000001", 7, "retry attempts")
+	r.InvocationGivenUp("orders", "shardId-000000000001", 11*time.Second)
 	h.ReadError("orders", "shardId-000000000001", errors.New("x"), false)
 	h.ReadError("orders", "shardId-000000000001", errors.New("x"), true)
 	h.AggregatedRecord(&reader.AggregatedRecordError{Stream: "orders", ShardID: "shardId-000000000001", Seq: "1"})
@@ -216,7 +217,7 @@ func TestRecorder_EMFLinesAreValidEMFWithEveryMetric(t *testing.T) {
 		t.Fatalf("dimension values %v", l.Dims)
 	}
 	want := map[string]float64{
-		"RecordsDelivered": 100, "Batches": 1, "TargetErrors": 1, "GivenUpBatches": 1, "GivenUpRecords": 7,
+		"RecordsDelivered": 100, "Batches": 1, "TargetErrors": 1, "GivenUpBatches": 1, "GivenUpRecords": 7, "InvocationsGivenUp": 1,
 		"ReadErrors": 1, "ReadThrottles": 1, "AggregatedRecords": 1, "MillisBehindLatest": 2500,
 		"LeaseLosses": 1, "ShardEnds": 1, "LeaseTakes": 1,
 	}

@@ -54,9 +54,10 @@ func TestRun_ACallThatBrokeIsNotRetriedWhileItsInvocationMayRun(t *testing.T) {
 				m := newMemStream(t)
 				m.put(t, keys(1), 40) // one key: every lane's batch is the same lane's
 				fm := &resettingFunction{functionModel: newFunctionModel(func(Batch) time.Duration { return 1500 * time.Millisecond })}
+				gh := &givenUpHooks{}
 				o := Options{Kinesis: m.k, Store: m.store, Target: fm, BatchSize: 5, RunLength: 5 * time.Minute,
 					PollInterval: 200 * time.Millisecond, RetryMin: 100 * time.Millisecond, RetryMax: time.Second,
-					ParallelizationFactor: factor, TargetTimeout: 4 * time.Second}
+					ParallelizationFactor: factor, TargetTimeout: 4 * time.Second, Hooks: gh}
 				st := m.state("A")
 				for range 20 {
 					next, err := Run(t.Context(), o, st)
@@ -83,9 +84,23 @@ func TestRun_ACallThatBrokeIsNotRetriedWhileItsInvocationMayRun(t *testing.T) {
 				if len(overlaps) > 0 {
 					t.Fatalf("invocations overlapped at the function (%d invocations): %v", len(spans), overlaps)
 				}
+				if n, want := gh.n.Load(), fm.calls.Load()/3; n != want || gh.wait.Load() != int64(4400*time.Millisecond) {
+					t.Fatalf("InvocationGivenUp reported %d calls given up (want %d, every third), the last waiting %s (want 4.4s)", n, want, time.Duration(gh.wait.Load()))
+				}
 			})
 		})
 	}
+}
+
+// givenUpHooks counts the calls a run reports given up on.
+type givenUpHooks struct {
+	NopHooks
+	n, wait atomic.Int64
+}
+
+func (h *givenUpHooks) InvocationGivenUp(_, _ string, wait time.Duration) {
+	h.n.Add(1)
+	h.wait.Store(int64(wait))
 }
 
 // notRun tells an Invoke Lambda refused (or that never left) from one that
@@ -135,7 +150,8 @@ func TestRun_AThrottledCallIsRetriedAfterTheBackoff(t *testing.T) {
 		m.put(t, keys(1), 10)
 		fm := &throttledFunction{functionModel: newFunctionModel(func(Batch) time.Duration { return 100 * time.Millisecond })}
 		o := Options{Kinesis: m.k, Store: m.store, Target: fm, BatchSize: 5, RunLength: 30 * time.Second,
-			PollInterval: 200 * time.Millisecond, RetryMin: 100 * time.Millisecond, RetryMax: time.Second, TargetTimeout: 10 * time.Second}
+			PollInterval: 200 * time.Millisecond, RetryMin: 100 * time.Millisecond, RetryMax: time.Second, TargetTimeout: 10 * time.Second,
+			Hooks: &givenUpHooks{}}
 		began := time.Now()
 		st := m.state("A")
 		for {
@@ -160,6 +176,9 @@ func TestRun_AThrottledCallIsRetriedAfterTheBackoff(t *testing.T) {
 		}
 		if took := last.Sub(began); took >= o.TargetTimeout {
 			t.Fatalf("two throttled batches took %s to settle: waited as if the function ran on", took)
+		}
+		if n := o.Hooks.(*givenUpHooks).n.Load(); n != 0 {
+			t.Fatalf("InvocationGivenUp reported %d throttled calls given up; a refused call ran nothing", n)
 		}
 	})
 }

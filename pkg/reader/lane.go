@@ -224,15 +224,33 @@ func (l *lane) call(do func(ctx context.Context) error) error {
 	err = do(r.ctx)
 	ended := r.ctx.Err() == nil && answered(err)
 	end(ended)
-	if !ended && r.o.TargetTimeout > 0 {
+	if ended {
+		return err
+	}
+	var wait time.Duration
+	if r.o.TargetTimeout > 0 {
 		// From now, not from the call's start: a call may send more than
 		// one request (a batch split to fit Lambda's payload limit), the
 		// last just now. A tenth more, as the lease keeps a tenth: this
 		// host's clock and the one that ends the function may run at
 		// different rates.
-		l.runningUntil = r.o.Clock().Add(r.o.TargetTimeout + r.o.TargetTimeout/10)
+		wait = r.o.TargetTimeout + r.o.TargetTimeout/10
+		l.runningUntil = r.o.Clock().Add(wait)
+	}
+	if h, ok := r.o.Hooks.(InvocationGivenUp); ok {
+		h.InvocationGivenUp(r.in.Stream, r.in.ShardID, wait)
 	}
 	return err
+}
+
+// InvocationGivenUp is an optional part of Hooks: a call to the target
+// ended without the function's answer (a timeout, a broken connection, the
+// run's deadline), so its invocation may still be running, and the lane
+// starts nothing more until wait (the target's timeout and a tenth; 0 when
+// the reader does not know it) has passed. Each one holds its lane up to
+// the function's timeout: frequent ones slow the shard down.
+type InvocationGivenUp interface {
+	InvocationGivenUp(stream, shardID string, wait time.Duration)
 }
 
 // answered reports whether a target's error says its function ran to an

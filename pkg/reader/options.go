@@ -406,7 +406,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 //
 // Hooks keeps these nine methods: what a run reports later is added as an
 // optional one-method interface that the run finds on the Hooks value by a
-// type assertion (WindowStateLost is the first), so an implementation
+// type assertion (WindowStateLost, InvocationGivenUp), so an implementation
 // written today, with NopHooks embedded or not, still compiles and still
 // means what it meant.
 type Hooks interface {
