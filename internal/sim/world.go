@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardloop/shardloop/internal/handlers"
 	"github.com/shardloop/shardloop/internal/kinesismem"
 	"github.com/shardloop/shardloop/pkg/filter"
 	"github.com/shardloop/shardloop/pkg/lease"
@@ -514,14 +515,20 @@ func (w *World) targetTimeout(dep string) time.Duration {
 }
 
 // fence is the Fence a deployment's readers run with: their target's
-// timeout less the world's FenceCut (keeping at least half a second), or 0
-// (the whole timeout) when the world cuts none or the timeout is unknown.
+// timeout less the world's FenceCut (keeping at least half a second), as
+// the shardreader handler and shardloop run derive it from a smaller
+// timeout set for the target (handlers.FenceFor); 0 (the whole timeout)
+// when the world cuts none or the timeout is unknown.
 func (w *World) fence(dep string) time.Duration {
 	tt, cut := w.targetTimeout(dep), w.cfg.Reader.FenceCut
 	if tt == 0 || cut <= 0 {
 		return 0
 	}
-	return tt - min(cut, tt-500*time.Millisecond)
+	f, err := handlers.FenceFor(tt, tt-min(cut, tt-500*time.Millisecond), w.cfg.Reader.RunLength)
+	if err != nil {
+		panic(fmt.Sprintf("sim: a world drew a fence its handler would refuse: %v", err))
+	}
+	return f
 }
 
 // newTarget is a deployment's target.
