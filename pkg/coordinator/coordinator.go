@@ -627,6 +627,13 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 				log.InfoContext(ctx, "re-opening a shard whose parent a superseded generation re-opened", "shard_id", id, "start", st.Position)
 			}
 		}
+		if st.IfAbsent && hasRow && sameIncarnation(row.Incarnation, st.Incarnation) {
+			// The row keeps what it holds: the store would refuse the
+			// write. Sent, it would cost a write a pass, and a pass
+			// applies the generation only when every write it sent
+			// succeeded.
+			continue
+		}
 		if !st.IfAbsent {
 			wrote[id] = st
 		}

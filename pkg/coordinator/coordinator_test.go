@@ -560,6 +560,44 @@ func TestPass_GenerationChangeFailedPartWayIsFinishedNextPass(t *testing.T) {
 	}
 }
 
+// A sequence start names one shard; on the others' rows it keeps what they
+// hold (IfAbsent), and the store would refuse those writes. The pass does
+// not send them: one write, not one per row. A store that fails writes at
+// times then cannot hold such a generation open: every write a pass sent
+// had to succeed in that pass for the generation to be applied, and every
+// shard waits for it (the simulator's world 1001634: 36 % of these writes
+// failed, and the generation was still not applied 16 minutes later).
+func TestPass_ASequenceStartWritesOnlyTheShardItNames(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 3)
+	mem := memStore(t)
+	ctx := t.Context()
+	old := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, mem, kc, &recorder{})
+	if _, err := old.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put, err := kc.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"), Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := aws.ToString(put.ShardId)
+	start := "sequence:" + named + ":" + aws.ToString(put.SequenceNumber)
+	store := &failingSetStart{Store: mem, left: 1} // one write succeeds, the rest fail
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: start}}}, store, kc, &recorder{})
+	if _, err := c.Pass(ctx); err != nil {
+		t.Fatalf("the pass wrote more than the named shard's start: %v", err)
+	}
+	if g, _ := mem.GetGeneration(ctx, stream); g.Start != start || !g.Applied {
+		t.Fatalf("generation %+v after the pass, want the sequence start's, applied", g)
+	}
+	rows, _ := mem.List(ctx, stream)
+	for _, r := range rows {
+		if want := map[bool]string{true: start, false: "horizon"}[r.ShardID == named]; r.Start != want {
+			t.Fatalf("row %s start %q, want %q", r.ShardID, r.Start, want)
+		}
+	}
+}
+
 // Claim (a local runner's fair share) chooses which leasable shards a pass
 // takes; the others stay free for another coordinator on the table. Without
 // it every leasable shard is taken.
