@@ -211,6 +211,20 @@ const (
 	// (its calls wait, whatever their context, and go on when it wakes).
 	Partition EventKind = "partition"
 	Pause     EventKind = "pause"
+	// Strike arms a host loss that waits for its moment in deployment
+	// Deployment, then strikes the host that meets it first (Start names
+	// the moment): "quiet", the first invocation of a shard after a quiet
+	// spell (nothing started for two renew intervals, so the row may
+	// record no fence), which runs slow (half to all of the function's
+	// timeout) while its host is lost for Pause (Pick: its loop killed,
+	// the host cut off from the table, or frozen); "brownout", an
+	// invocation that hangs to the function's timeout (a downstream
+	// outage), its host then cut off from the table for Pause, and one in
+	// two of the invocations it starts meanwhile (drawn) hanging as well;
+	// "renewal", a renewal whose write lands and whose answer comes back
+	// late (past the lease's margin, within the renew interval), its host
+	// then cut off from the table for Pause, in a brown-out as above.
+	Strike EventKind = "strike"
 )
 
 // Event is one moment of the timeline.
@@ -487,6 +501,36 @@ func Draw(seed uint64) Config {
 	if f() < 0.2 {
 		c.Faults.TargetBroken = 0.01 + 0.05*f()
 	}
+	// Strikes, drawn last: hosts lost at the moments where the fence, and
+	// nothing else, keeps the next owner from invoking beside what they
+	// left running: an invocation after a quiet spell (the row may not
+	// record the fence yet), a brown-out in which the host loses the table
+	// while its invocations hang (it goes on starting them up to its
+	// deadline), and a renewal answered late just before the host loses
+	// the table (its deadline runs from the renewal's sending).
+	if f() < 0.3 {
+		for range 2 + r.IntN(4) {
+			c.Events = append(c.Events, Event{At: during(), Kind: Strike, Deployment: r.IntN(n), Pick: f(),
+				Start: pick("quiet", "brownout", "renewal"), Pause: between(c.Reader.Lease+time.Second, 2*c.Reader.Lease)})
+		}
+		// A fence cut in half the worlds that have none: a holder that
+		// goes on invoking through a brown-out must then stop short of its
+		// deadline, by the cut.
+		if c.Reader.FenceCut == 0 && f() < 0.5 {
+			c.Reader.FenceCut = between(500*time.Millisecond, reader.MaxFenceCut(c.Reader.Lease, c.Reader.Renew))
+		}
+		// Local runners' coordinators relisting more often
+		// (runner.Options.RelistInterval): a taker then sees a lost
+		// holder's last renewal soon after it landed and takes the shard
+		// as early as the fence allows.
+		local := true
+		for _, d := range c.Deployments {
+			local = local && !d.Lambda
+		}
+		if x := f(); local && x < 0.75 {
+			c.Reader.Relist = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second}[int(x/0.25)]
+		}
+	}
 	c.keepAbreast()
 	sortEvents(c.Events)
 	return c
@@ -592,6 +636,7 @@ var Reductions = []struct {
 	{"no filters", func(c *Config) { c.Reader.Filters = nil }},
 	{"no tumbling window", func(c *Config) { c.Reader.TumblingWindow = 0 }},
 	{"no partitions or pauses", func(c *Config) { c.Events = dropEvents(c.Events, Partition, Pause) }},
+	{"no strikes", func(c *Config) { c.Events = dropEvents(c.Events, Strike) }},
 }
 
 func dropEvents(es []Event, kinds ...EventKind) []Event {
@@ -639,8 +684,8 @@ func (c Config) Summary() string {
 		counts[e.Kind]++
 	}
 	rc := c.Reader
-	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, retries %d, bisect %v, max age %s, target timeout %s (fn %s, fence cut %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d partitions %d pauses %d",
-		c.Shards, c.Keys, c.Rate, c.Produce, strings.Join(ds, " "), rc.BatchSize, rc.Poll, rc.RunLength, rc.Lease, rc.Renew,
+	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, relist %s, retries %d, bisect %v, max age %s, target timeout %s (fn %s, fence cut %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d partitions %d pauses %d strikes %d",
+		c.Shards, c.Keys, c.Rate, c.Produce, strings.Join(ds, " "), rc.BatchSize, rc.Poll, rc.RunLength, rc.Lease, rc.Renew, rc.Relist,
 		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.FenceCut, rc.LambdaTarget, max(1, rc.ParallelizationFactor), rc.BatchingWindow, len(rc.Filters), rc.TumblingWindow,
-		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate], counts[Partition], counts[Pause])
+		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate], counts[Partition], counts[Pause], counts[Strike])
 }

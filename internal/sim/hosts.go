@@ -16,6 +16,7 @@ type hostFaults struct {
 	names  []string             // every host, in order of creation
 	cut    map[string]time.Time // "store|host" or "target|host": unreachable until
 	frozen map[string]time.Time // host: frozen until
+	st     strikes
 }
 
 // noteHost registers a new host.
@@ -92,4 +93,132 @@ func (w *World) wake(ctx context.Context) {
 	if d := time.Until(until); d > 0 {
 		time.Sleep(d)
 	}
+}
+
+// strikes are the host losses armed by Strike events, each waiting for its
+// moment, and what a struck host does meanwhile.
+type strikes struct {
+	pending []Event              // armed, in order of arming
+	slow    map[string]time.Time // host: its invocations may time out until (brownout)
+	started map[string]time.Time // deployment|shard: when its last invocation started
+	running map[string]int       // deployment|shard: invocations running
+}
+
+// armStrike arms e: it strikes at the first moment of its kind.
+func (w *World) armStrike(e Event) {
+	w.hf.mu.Lock()
+	w.hf.st.pending = append(w.hf.st.pending, e)
+	w.hf.mu.Unlock()
+	w.tr.add("", "", "strike armed in %s: a host lost at a %s moment, for %s", w.cfg.Deployments[e.Deployment].Name, e.Start, e.Pause)
+}
+
+// takeStrikeLocked removes and returns the first strike armed of kind for
+// deployment dep.
+func (w *World) takeStrikeLocked(kind, dep string) (Event, bool) {
+	for i, e := range w.hf.st.pending {
+		if e.Start == kind && w.cfg.Deployments[e.Deployment].Name == dep {
+			w.hf.st.pending = append(w.hf.st.pending[:i:i], w.hf.st.pending[i+1:]...)
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// strikeInvocation is called as an invocation of a shard starts at the
+// function, with the run time drawn for it; it returns the run time, made
+// slow by a strike, and a func to call when the function's run ends. The
+// host of ctx is struck when a strike armed for this moment waits.
+func (w *World) strikeInvocation(ctx context.Context, dep, shardID string, lat time.Duration) (time.Duration, func()) {
+	host := hostOf(ctx)
+	key := dep + "|" + shardID
+	now := time.Now()
+	rs := w.rnd.get("strike:" + w.actor(ctx) + ":" + shardID)
+	slow := func() time.Duration {
+		fn := w.cfg.Reader.FunctionTimeout
+		return max(lat, rs.dur(fn/2, fn))
+	}
+	w.hf.mu.Lock()
+	st := &w.hf.st
+	if st.started == nil {
+		st.started, st.running, st.slow = map[string]time.Time{}, map[string]int{}, map[string]time.Time{}
+	}
+	quiet := st.running[key] == 0 && now.Sub(st.started[key]) >= 2*w.cfg.Reader.Renew
+	st.started[key] = now
+	st.running[key]++
+	done := func() {
+		w.hf.mu.Lock()
+		st.running[key]--
+		w.hf.mu.Unlock()
+	}
+	if host == "" {
+		w.hf.mu.Unlock()
+		return lat, done
+	}
+	hang := w.cfg.Reader.FunctionTimeout + time.Millisecond // the function times out
+	if now.Before(st.slow[host]) && rs.hit(0.5) {
+		lat = hang
+	}
+	var e Event
+	var ok bool
+	if quiet {
+		e, ok = w.takeStrikeLocked("quiet", dep)
+	}
+	if !ok {
+		e, ok = w.takeStrikeLocked("brownout", dep)
+	}
+	switch {
+	case ok && e.Start == "brownout":
+		lat = hang
+		st.slow[host] = now.Add(e.Pause)
+	case ok:
+		lat = slow()
+	}
+	w.hf.mu.Unlock()
+	if !ok {
+		return lat, done
+	}
+	name := w.shardName(shardID)
+	switch {
+	case e.Start == "quiet" && e.Pick < 0.4:
+		w.tr.add(name, "", "strike: the invocation after a quiet spell runs %s; its loop killed", lat)
+		w.bg.Go(func() { w.deps[e.Deployment].kill(shardID) })
+	case e.Start == "quiet" && e.Pick >= 0.8:
+		w.tr.add(name, "", "strike: the invocation after a quiet spell runs %s; host %s frozen for %s", lat, host, e.Pause)
+		w.freeze(host, e.Pause)
+	default:
+		w.tr.add(name, "", "strike (%s): the invocation runs %s; host %s cut off from the table for %s", e.Start, lat, host, e.Pause)
+		w.partition(host, "store", e.Pause)
+	}
+	return lat, done
+}
+
+// strikeRenewal is called when a renewal's write has landed, with how long
+// its answer takes to come back and the call's deadline (zero: none): when
+// a "renewal" strike is armed for dep, the answer comes back late, past
+// the lease's margin but within the call's deadline, and the host is cut
+// off from the table from now, its invocations timing out meanwhile (a
+// brown-out that began with a slow answer).
+func (w *World) strikeRenewal(ctx context.Context, dep, shardID string, after time.Duration, deadline time.Time) time.Duration {
+	host := hostOf(ctx)
+	late := w.cfg.Reader.Lease/10 + 100*time.Millisecond
+	if host == "" || deadline.IsZero() || time.Until(deadline)-100*time.Millisecond <= late {
+		return after
+	}
+	w.hf.mu.Lock()
+	e, ok := w.takeStrikeLocked("renewal", dep)
+	w.hf.mu.Unlock()
+	if !ok {
+		return after
+	}
+	rs := w.rnd.get("strike:" + w.actor(ctx) + ":" + shardID)
+	after = max(after, rs.dur(late, time.Until(deadline)-100*time.Millisecond))
+	w.partition(host, "store", e.Pause)
+	w.hf.mu.Lock()
+	if w.hf.st.slow == nil {
+		w.hf.st.slow = map[string]time.Time{}
+	}
+	w.hf.st.slow[host] = time.Now().Add(e.Pause) // a brown-out, as below
+	w.hf.mu.Unlock()
+	w.tr.add(w.shardName(shardID), "", "strike: a renewal answered after %s; host %s cut off from the table for %s", after, host, e.Pause)
+	return after
 }

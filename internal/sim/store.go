@@ -123,6 +123,10 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 	}
 	err := f()
 	s.t.mu.Unlock()
+	if err == nil && fault == faultNone && strings.HasPrefix(op, "renew") {
+		dl, _ := ctx.Deadline()
+		after = w.strikeRenewal(ctx, s.dep, shardID, after, dl)
+	}
 	if err == nil && fault == faultAfter {
 		w.tr.add(w.shardName(shardID), "", "%s: %s written, answer lost (injected)", s.dep, op)
 		return errStore

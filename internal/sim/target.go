@@ -182,11 +182,14 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 		return 0, outFailed
 	}
 	start := time.Now()
+	lat, ended := w.strikeInvocation(ctx, t.dep, shardID, lat)
 	if !t.runsOn {
+		defer ended()
 		return t.work(ctx, owner, run, shardID, seqs, lat, x, partial, noState)
 	}
 	done := make(chan result, 1)
 	w.bg.Go(func() {
+		defer ended()
 		n, o := t.work(context.Background(), owner, run, shardID, seqs, lat, x, partial, noState)
 		done <- result{n, o}
 	})

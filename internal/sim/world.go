@@ -309,6 +309,8 @@ func (w *World) apply(e Event) {
 		w.deps[e.Deployment].crash(e.Pick, e.Pause)
 	case Recreate:
 		w.recreate(e)
+	case Strike:
+		w.armStrike(e)
 	case Partition, Pause:
 		dep := w.cfg.Deployments[e.Deployment].Name
 		host := w.hf.pickHost(dep, e.Pick)
