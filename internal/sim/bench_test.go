@@ -53,7 +53,11 @@ func BenchmarkSim(b *testing.B) {
 			k, _ := strconv.Atoi(m[3])
 			h, _ := strconv.ParseFloat(m[5], 64)
 			worlds, bad, known, hours = worlds+w, bad+v, known+k, hours+h
-			notes = append(notes, fmt.Sprintf("seeds %d to %d: %d violating, %d by known bugs%s", first, first+w-1, v, k, m[4]))
+			note := fmt.Sprintf("seeds %d to %d: %d violating, %d by known bugs%s", first, first+w-1, v, k, m[4])
+			if f := failingLine.FindStringSubmatch(out.String()); f != nil {
+				note += " (worlds " + f[1] + ")"
+			}
+			notes = append(notes, note)
 			fmt.Printf("sim: seeds %d to %d done, %s in all\n", first, first+w-1, time.Since(began).Round(time.Second))
 		}
 		took := time.Since(began)
@@ -66,6 +70,8 @@ func BenchmarkSim(b *testing.B) {
 			float64(worlds)/took.Minutes(), worlds, hours, took.Round(time.Second), numCPU())
 	}
 }
+
+var failingLine = regexp.MustCompile(`sim: worlds that broke the promise: ([\d ]+)`)
 
 var summaryLine = regexp.MustCompile(`sim: (\d+) worlds \(seeds \d+ to \d+\), (\d+) violating \((\d+) more by known bugs([^)]*)\), ([\d.]+) simulated hours in \S+: (\d+) worlds a minute`)
 

@@ -39,6 +39,12 @@ func isolate(t *testing.T, first uint64, n int) {
 		fmt.Printf("sim: %d worlds (seeds %d to %d), %d violating (%d more by known bugs%s), %.1f simulated hours in %s: %.0f worlds a minute\n",
 			sum.worlds, first, first+uint64(n)-1, sum.bad, sum.known, sum.bugs.String(), sum.hours, time.Since(began).Round(time.Millisecond),
 			float64(sum.worlds)/time.Since(began).Minutes())
+		if len(sum.failing) > 0 {
+			// Named on a line of their own, so that a run that prints only
+			// this summary (make bench) still says which worlds to replay.
+			slices.Sort(sum.failing)
+			fmt.Printf("sim: worlds that broke the promise: %s\n", strings.Trim(fmt.Sprint(sum.failing), "[]"))
+		}
 	}()
 	show := func(out []byte) {
 		sum.add(out)
@@ -124,6 +130,7 @@ type summary struct {
 	worlds, bad, known int
 	hours              float64
 	bugs               bugCounts
+	failing            []uint64 // the seeds of the worlds that broke the promise
 }
 
 // add counts the worlds that ended in out.
@@ -140,6 +147,9 @@ func (s *summary) add(out []byte) {
 			s.bugs.add(bug)
 		case f[3] == "failed":
 			s.bad++
+			if seed, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				s.failing = append(s.failing, seed)
+			}
 		}
 		ns, _ := strconv.ParseFloat(f[4], 64)
 		s.hours += ns / float64(time.Hour)
