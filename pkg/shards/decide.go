@@ -92,7 +92,7 @@ type Reason struct {
 }
 
 // String describes the reason for people: "held by X until T" (T in UTC,
-// RFC 3339), "finished", "waiting on parent P".
+// RFC 3339), "finished", "waiting on parent P" (or "P's fence until T").
 func (r Reason) String() string {
 	switch r.Kind {
 	case Held:
@@ -101,6 +101,9 @@ func (r Reason) String() string {
 		}
 		return fmt.Sprintf("held by %s until %s", r.Owner, r.Until.UTC().Format(time.RFC3339Nano))
 	case WaitingOnParent:
+		if !r.Until.IsZero() {
+			return fmt.Sprintf("waiting on parent %s's fence until %s", r.Parent, r.Until.UTC().Format(time.RFC3339Nano))
+		}
 		return "waiting on parent " + r.Parent
 	case WaitingOnDescendant:
 		s := "waiting on descendant " + r.Descendant
@@ -142,6 +145,10 @@ type Decision struct {
 //     taken again (else Finished);
 //   - every parent, both for a merge, is read: finished in the store, or
 //     gone from the listing (trimmed by retention) (else WaitingOnParent);
+//     a finished parent whose row has a fence (invocations its last
+//     holder gave up on may still run, and they carry the children's
+//     keys) only once its verdict says the fence passed (else
+//     WaitingOnParent, Until then);
 //   - no listed shard below it in the lineage (a child, a grandchild: they
 //     carry its keys) is held under a revoked lease that has not lapsed by
 //     the taker's verdict, nor released with a fence that has not passed
@@ -181,13 +188,19 @@ func Decide(in Input) Decision {
 		return r, ok && !stale, stale
 	}
 
-	// read reports whether parent p counts as read to its end.
-	read := func(p string) bool {
+	// read reports whether parent p counts as read to its end, and when
+	// not, when its fence passes (zero: not read).
+	read := func(p string) (bool, time.Time) {
 		if r, ok, _ := row(p); ok && r.Finished() {
-			return true
+			// Its last holder may have given up on invocations that run
+			// on (the row's fence): they carry the keys its children carry.
+			if v := in.Verdicts[p]; r.Fence > 0 && !v.Available() {
+				return false, v.LapsesAt
+			}
+			return true, time.Time{}
 		}
 		_, listed := byID[p]
-		return !listed // trimmed by retention
+		return !listed, time.Time{} // trimmed by retention
 	}
 
 	below := blockedByDescendants(byID, in, row)
@@ -213,15 +226,18 @@ func Decide(in Input) Decision {
 			d.NotLeasable[s.ID] = Reason{Kind: Fenced, Until: in.Verdicts[s.ID].LapsesAt}
 			continue
 		}
-		waiting := ""
+		waiting, until := "", time.Time{}
 		for _, p := range [2]string{s.ParentID, s.AdjacentParentID} {
-			if p != "" && !read(p) {
-				waiting = p
+			if p == "" {
+				continue
+			}
+			if ok, at := read(p); !ok {
+				waiting, until = p, at
 				break
 			}
 		}
 		if waiting != "" {
-			d.NotLeasable[s.ID] = Reason{Kind: WaitingOnParent, Parent: waiting}
+			d.NotLeasable[s.ID] = Reason{Kind: WaitingOnParent, Parent: waiting, Until: until}
 			continue
 		}
 		if why, ok := below[s.ID]; ok {

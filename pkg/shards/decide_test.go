@@ -111,6 +111,12 @@ func atTipStart(shards []Shard) map[string]lease.Lease {
 
 func waiting(p string) Reason { return Reason{Kind: WaitingOnParent, Parent: p} }
 
+// waitingUntil: waiting for a parent read to its end whose fence passes at
+// until.
+func waitingUntil(p string, until time.Time) Reason {
+	return Reason{Kind: WaitingOnParent, Parent: p, Until: until}
+}
+
 var fin = Reason{Kind: Finished}
 
 func held(owner string, until time.Time) Reason {
@@ -158,6 +164,34 @@ func TestDecide(t *testing.T) {
 			leases:   rows("f0", lease.Lease{Checkpoint: "500", Fence: 3 * time.Second, Counter: later.UnixMilli()}, "f1", lease.Lease{Checkpoint: "500", Fence: 3 * time.Second, Counter: -1}),
 			leasable: []string{"f1"},
 			not:      map[string]Reason{"f0": {Kind: Fenced, Until: later}},
+		},
+		{
+			// A parent read to its end whose holder gave up on an
+			// invocation that may still run (the function runs on) hands
+			// its row back with a fence: its children carry its keys, so
+			// they wait for the fence as a taker of the parent would.
+			name:     "ChildrenWaitForAFinishedParentsFence",
+			shards:   split,
+			leases:   rows("s0", lease.Lease{Checkpoint: lease.ShardEnd, Fence: 3 * time.Second, Counter: later.UnixMilli()}),
+			leasable: nil,
+			not:      map[string]Reason{"s0": fin, "s1": waitingUntil("s0", later), "s2": waitingUntil("s0", later)},
+		},
+		{
+			name:     "ChildrenTakenOnceAFinishedParentsFencePassed",
+			shards:   split,
+			leases:   rows("s0", lease.Lease{Checkpoint: lease.ShardEnd, Fence: 3 * time.Second, Counter: -1}),
+			leasable: []string{"s1", "s2"},
+			not:      map[string]Reason{"s0": fin},
+		},
+		{
+			// Held at SHARD_END (its release not yet written) with a fence
+			// on the row: its invocations may run on until the lease and
+			// the fence have passed, or its release says otherwise.
+			name:     "ChildrenWaitForAFinishedParentStillHeldWithAFence",
+			shards:   split,
+			leases:   rows("s0", lease.Lease{Owner: "reader-a", Checkpoint: lease.ShardEnd, Fence: 3 * time.Second, Counter: later.UnixMilli()}),
+			leasable: nil,
+			not:      map[string]Reason{"s0": fin, "s1": waitingUntil("s0", later), "s2": waitingUntil("s0", later)},
 		},
 		{
 			name:     "SplitParentHeldByAnotherOwner",
