@@ -536,6 +536,14 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 		log.WarnContext(ctx, "the stream's recorded generation is newer than this configuration's start position; changing nothing of this configuration's",
 			"start", sub.Start, "generation", sub.Generation, "recorded", rec.ID, "recorded_start", rec.Start,
 			"recorded_order", rec.Order, "recorded_at", rec.RecordedAt, "recorded_by", rec.RecordedBy, "finishing_it", finishOther)
+		if rec.Incarnation != 0 && sum.incarnation != 0 && rec.Incarnation != sum.incarnation {
+			// The stream was created again and the current configuration
+			// has not begun it yet: a superseded one begins nothing, and a
+			// shard it took now would open at its tip, before the current
+			// configuration's start reaches the row.
+			log.InfoContext(ctx, "the stream was created again; taking nothing until the current configuration begins it")
+			return false, false, nil
+		}
 		if !finishOther {
 			return false, applied, nil
 		}

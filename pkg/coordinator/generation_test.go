@@ -922,3 +922,35 @@ func childrenOfAReopenedParent(t *testing.T, ckpt string) {
 		t.Fatalf("started %v, want the parent alone once its children's revoked leases lapsed", got)
 	}
 }
+
+// TestPass_AStaleConfigurationTakesNothingOfAStreamCreatedAgain is world
+// 4168 of seeds 1–10,000 (2026-12-03): a coordinator whose configuration a
+// newer deploy superseded took a shard of the stream created again before
+// the newer configuration had begun it. With no start on the row, its loop
+// opened at the tip; the newer configuration's generation, recorded a
+// moment later, owed records from before that tip, and they reached the
+// function after later records of their keys. A superseded configuration
+// begins nothing, so it takes nothing of a stream whose generation record
+// is of an earlier incarnation: the current configuration begins it.
+func TestPass_AStaleConfigurationTakesNothingOfAStreamCreatedAgain(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	older := newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{})
+	newer := newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{})
+	pass(t, older)
+	if res := pass(t, newer); res.Step != "begin" {
+		t.Fatalf("the newer configuration's pass = %+v, want a generation begun", res)
+	}
+	recreate(t, kc, stream, 2)
+	res := pass(t, older)
+	if !res.StaleConfiguration || len(res.Started) != 0 {
+		t.Fatalf("the superseded configuration's pass over the stream created again = %+v; want it stale, taking nothing", res)
+	}
+	if res := pass(t, newer); res.Step != "begin" || len(res.Started) == 0 {
+		t.Fatalf("the current configuration's pass = %+v, want it to begin the new stream and start its shards", res)
+	}
+	if res := pass(t, older); !res.StaleConfiguration || res.GenerationPending {
+		t.Fatalf("the superseded configuration's pass once the new stream was begun = %+v, want it following the rows", res)
+	}
+}
