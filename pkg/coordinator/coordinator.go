@@ -337,6 +337,21 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
 			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
 		}
+		// Read again after this pass wrote starts: another coordinator may
+		// have recorded a generation since and written its start on some
+		// rows and not yet on others (a parent re-opened, its children's
+		// holders not yet revoked). Take nothing unless the record stood
+		// still.
+		after, err := c.readGeneration(ctx, name)
+		if err != nil {
+			return res, fmt.Errorf("stream %s: %w", name, err)
+		}
+		if !sameGeneration(after, res.Generation) {
+			res.GenerationPending = true
+			log.InfoContext(ctx, "a generation was recorded while this pass read the rows again; taking no shard this pass",
+				"generation", after.ID, "order", after.Order)
+			return res, nil
+		}
 	}
 
 	now := c.cfg.Clock() // read after the rows arrived: the watch starts no earlier than they were written
