@@ -132,3 +132,55 @@ func TestRun_PinWhoseAnswerWasLostIsSentAgainUnchanged(t *testing.T) {
 		}
 	})
 }
+
+// TestRun_ALoopOfAnEarlierStreamDoesNotReadTheNewOnesShard: the stream was
+// deleted and created again, and its shard ids are used anew. A loop that
+// read shard X of the earlier stream must not take the row of the new
+// stream's X (a coordinator wrote it afresh, without the parents it may
+// have) and read it: that shard's parents may not be read yet. The loop's
+// state remembers the incarnation of its row; a run that finds the row of
+// another one releases it unread and ends the loop. The simulator's world
+// 1371: such a run delivered a child of the new stream before its parent
+// was read to its end.
+func TestRun_ALoopOfAnEarlierStreamDoesNotReadTheNewOnesShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 5)
+		sum, err := m.k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(m.stream)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := aws.ToTime(sum.StreamDescriptionSummary.StreamCreationTimestamp).UnixMilli()
+		if _, err := m.store.Take(t.Context(), m.stream, m.shard, "A", lease.WithIncarnation(created)); err != nil {
+			t.Fatal(err)
+		}
+		var delivered atomic.Int64
+		o := Options{Kinesis: m.k, Store: m.store, Target: countingTarget(&delivered, nil), PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second}
+		earlier := m.state("A")
+		earlier.Incarnation = created - 60_000
+		st, err := Run(t.Context(), o, earlier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reason != ReasonStreamGone || st.Continue || delivered.Load() != 0 {
+			t.Fatalf("reason %s continue %v, %d delivered: want %s, the loop ended, nothing delivered", st.Reason, st.Continue, delivered.Load(), ReasonStreamGone)
+		}
+		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Owner != "" {
+			t.Fatalf("row %+v: want the lease released", row)
+		}
+
+		// A loop of this stream reads on, and its state carries the row's
+		// incarnation to the next run.
+		if _, err := m.store.Take(t.Context(), m.stream, m.shard, "B", lease.WithIncarnation(created)); err != nil {
+			t.Fatal(err)
+		}
+		o.RunLength = 2 * time.Second
+		st, err = Run(t.Context(), o, m.state("B"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Reason == ReasonStreamGone || delivered.Load() != 5 || st.Incarnation != created {
+			t.Fatalf("reason %s, %d delivered, incarnation %d: want the 5 records delivered and incarnation %d carried on", st.Reason, delivered.Load(), st.Incarnation, created)
+		}
+	})
+}

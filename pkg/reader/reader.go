@@ -113,7 +113,19 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 			r.ahead = ahead{}
 		}
 	}
-	if r.streamGone(h.Context(), row) {
+	earlier := st.Incarnation != 0 && row.Incarnation != 0 && row.Incarnation != st.Incarnation
+	if earlier {
+		// The row is a shard of the stream created again (shard ids are
+		// used anew): this loop read the earlier one. Its position means
+		// nothing there, and the new shard's parents, which the row does
+		// not name, may not be read yet.
+		r.log.Warn("the shard's row was written for a stream created again since this loop began; releasing it unread",
+			"loop_incarnation", st.Incarnation, "row_incarnation", row.Incarnation)
+	}
+	if row.Incarnation != 0 && !earlier {
+		r.in.Incarnation = row.Incarnation
+	}
+	if earlier || r.streamGone(h.Context(), row) {
 		if err := h.Release(context.WithoutCancel(ctx), ""); err != nil {
 			r.log.Warn("release failed; the lease will expire", "err", err)
 		}

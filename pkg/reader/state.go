@@ -59,7 +59,13 @@ type State struct {
 	// nothing is checkpointed.
 	FirstSequence string `json:"firstSequence"`
 	// Checkpoint is the last checkpoint this loop knows on the row.
-	Checkpoint    string `json:"checkpoint"`
+	Checkpoint string `json:"checkpoint"`
+	// Incarnation is the creation time (Unix ms) of the stream whose row
+	// this loop has held, from its row: a run that finds the row written
+	// for another stream of the name (deleted and created again, its shard
+	// ids used anew) releases it unread and ends the loop (stream_gone).
+	// 0 until a run has read it.
+	Incarnation   int64  `json:"incarnation,omitempty"`
 	Iteration     int    `json:"iteration"`
 	Continue      bool   `json:"continue"`
 	ContinueAsNew bool   `json:"continueAsNew"`
