@@ -443,6 +443,20 @@ func TestRun_PassesWhenAWatchedLeaseLapses(t *testing.T) {
 	}
 }
 
+// horizonApplied is a stream of 3 shards whose rows a first configuration
+// (horizon) has begun, in an in-memory table.
+func horizonApplied(t *testing.T) (*kinesis.Client, string, lease.CoordinatorStore) {
+	t.Helper()
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 3)
+	mem := memStore(t)
+	old := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, mem, kc, &recorder{})
+	if _, err := old.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return kc, stream, mem
+}
+
 // failingSetStart fails SetStart after its first n calls.
 type failingSetStart struct {
 	Store lease.CoordinatorStore
@@ -533,14 +547,8 @@ func TestPass_StartupFailedPartWayIsFinishedNextPass(t *testing.T) {
 // position is recorded and the writes fail part way, the shards still on the
 // old generation get the new start at the next pass.
 func TestPass_GenerationChangeFailedPartWayIsFinishedNextPass(t *testing.T) {
-	kc := testaws.Kinesis(t)
-	stream := newStream(t, kc, 3)
-	mem := memStore(t)
+	kc, stream, mem := horizonApplied(t)
 	ctx := t.Context()
-	old := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, mem, kc, &recorder{})
-	if _, err := old.Pass(ctx); err != nil {
-		t.Fatal(err)
-	}
 	store := &failingSetStart{Store: mem, left: 1}
 	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "timestamp:1700000000000"}}}, store, kc, &recorder{})
 	if _, err := c.Pass(ctx); err == nil {
@@ -568,14 +576,8 @@ func TestPass_GenerationChangeFailedPartWayIsFinishedNextPass(t *testing.T) {
 // shard waits for it (the simulator's world 1001634: 36 % of these writes
 // failed, and the generation was still not applied 16 minutes later).
 func TestPass_ASequenceStartWritesOnlyTheShardItNames(t *testing.T) {
-	kc := testaws.Kinesis(t)
-	stream := newStream(t, kc, 3)
-	mem := memStore(t)
+	kc, stream, mem := horizonApplied(t)
 	ctx := t.Context()
-	old := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, mem, kc, &recorder{})
-	if _, err := old.Pass(ctx); err != nil {
-		t.Fatal(err)
-	}
 	put, err := kc.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"), Data: []byte("x")})
 	if err != nil {
 		t.Fatal(err)

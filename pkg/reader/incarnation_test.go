@@ -42,12 +42,7 @@ func TestRun_StreamGone_ARowOfAnEarlierStreamIsReleasedUnread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Reason != ReasonStreamGone || st.Continue || delivered.Load() != 0 {
-			t.Fatalf("reason %s continue %v, %d delivered: want %s, the loop ended, nothing delivered", st.Reason, st.Continue, delivered.Load(), ReasonStreamGone)
-		}
-		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Owner != "" {
-			t.Fatalf("row %+v: want the lease released", row)
-		}
+		endedUnread(t, m, st, delivered.Load())
 	})
 }
 
@@ -162,12 +157,7 @@ func TestRun_ALoopOfAnEarlierStreamDoesNotReadTheNewOnesShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Reason != ReasonStreamGone || st.Continue || delivered.Load() != 0 {
-			t.Fatalf("reason %s continue %v, %d delivered: want %s, the loop ended, nothing delivered", st.Reason, st.Continue, delivered.Load(), ReasonStreamGone)
-		}
-		if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Owner != "" {
-			t.Fatalf("row %+v: want the lease released", row)
-		}
+		endedUnread(t, m, st, delivered.Load())
 
 		// A loop of this stream reads on, and its state carries the row's
 		// incarnation to the next run.
@@ -183,4 +173,16 @@ func TestRun_ALoopOfAnEarlierStreamDoesNotReadTheNewOnesShard(t *testing.T) {
 			t.Fatalf("reason %s, %d delivered, incarnation %d: want the 5 records delivered and incarnation %d carried on", st.Reason, delivered.Load(), st.Incarnation, created)
 		}
 	})
+}
+
+// endedUnread fails t unless the run ended the loop (stream_gone),
+// delivered nothing and released the lease.
+func endedUnread(t *testing.T, m *memStream, st State, delivered int64) {
+	t.Helper()
+	if st.Reason != ReasonStreamGone || st.Continue || delivered != 0 {
+		t.Fatalf("reason %s continue %v, %d delivered: want %s, the loop ended, nothing delivered", st.Reason, st.Continue, delivered, ReasonStreamGone)
+	}
+	if row, _ := m.store.Get(t.Context(), m.stream, m.shard); row.Owner != "" {
+		t.Fatalf("row %+v: want the lease released", row)
+	}
 }
