@@ -173,6 +173,9 @@ type shardState struct {
 	// over an existing row): the row reads under it, by the rule of the
 	// generation that last changed it.
 	kept int64
+	// prior is what the row read under when the generation on its way to
+	// it (cfg, not yet applied) was recorded.
+	prior int64
 	// row is the rule the row was last reset under (nil: cfg's), the one
 	// checkpoints are checked against.
 	row *rule
@@ -404,30 +407,17 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	// no generation reached yet, under the one the shard was created under
 	// (or, for a loop its coordinator started while a generation was being
 	// applied, that generation).
-	order, early := s.applied, false
+	var order int64
 	switch {
-	case order != 0:
-	case s.cfg != nil && (c.early[lease.LoopOwner(owner)] || pending && lease.LoopOwner(owner) == owner):
-		order, early = s.cfg.order, true // a loop started early (B1), under the generation being applied
+	case s.cfg != nil && (c.early[lease.LoopOwner(owner)] || pending && lease.LoopOwner(owner) == owner) && s.applied == 0:
+		order = s.cfg.order // a loop started early (B1), under the generation being applied
+	case pending:
+		// A newer generation is on its way to the row: the run reads under
+		// what governed the row when that generation was recorded.
+		// (Its parents' rows may be reached first: they do not count.)
+		order = max(s.ownOrder(), s.prior)
 	default:
-		order = s.created
-	}
-	if !early {
-		// A generation that kept the row as it was governs it from then
-		// on, also while a newer one is on its way to the row (pending).
-		order = max(order, s.kept)
-	}
-	if !pending {
-		// A child no newer generation is on its way to reads under the
-		// newest generation that reached its parents: it may have appeared
-		// after that generation's listing, or before the incarnation's
-		// first generation was recorded (a reshard of a stream created
-		// again).
-		for _, p := range s.parents {
-			if ps := c.sh[shardKey{k.inc, p}]; ps != nil {
-				order = max(order, ps.applied)
-			}
-		}
+		order = c.readOrder(k, s)
 	}
 	parents := true
 	for _, p := range s.parents {
@@ -450,6 +440,34 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		c.tr.add(k.String(), owner, "BUG B4: a coordinator took the child while its parents %v are not read to their end", s.parents)
 	}
 	c.stats.Takes++
+}
+
+// readOrder is the generation a run of shard s reads under when no newer
+// generation is on its way to its row: the one the row was last reset by,
+// or the one the shard was created under, or a newer one that kept the row
+// as it was; for a child, at least the newest that reached its parents (it
+// may have appeared after that generation's listing, or before the
+// incarnation's first generation was recorded: a reshard of a stream
+// created again).
+func (c *checker) readOrder(k shardKey, s *shardState) int64 {
+	order := s.ownOrder()
+	for _, p := range s.parents {
+		if ps := c.sh[shardKey{k.inc, p}]; ps != nil {
+			order = max(order, ps.applied)
+		}
+	}
+	return order
+}
+
+// ownOrder is the generation shard s's row reads under by its own
+// history: the one that last reset it, else the one it was created under,
+// or a newer one that kept it as it was.
+func (s *shardState) ownOrder() int64 {
+	order := s.applied
+	if order == 0 {
+		order = s.created
+	}
+	return max(order, s.kept)
 }
 
 // rowAt is what a generation's coordinator found of a shard's row: whether
@@ -488,6 +506,11 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 		}
 		rules[id] = r
 		rr := r
+		if s.cfg == nil || s.cfg.order <= s.applied {
+			// Until this generation reaches the row, its runs read under
+			// what governs it now.
+			s.prior = c.readOrder(shardKey{inc, id}, s)
+		}
 		s.cfg, s.cfgEpoch = &rr, s.epoch
 	}
 	c.rules[g.Order] = rules

@@ -73,3 +73,54 @@ func TestChecker_WhichGenerationARowReadsUnder(t *testing.T) {
 		})
 	}
 }
+
+// TestChecker_ARunTakenWhileAGenerationIsOnItsWay: a child created under
+// generation 1 reads under 2 once 2's start reached its parent. When
+// generation 3 is recorded, a run that takes the child before 3's start
+// reaches it reads under 2 still: not under 1 (the one it was created
+// under), and not under 3 when 3's start reached the parent first (world
+// 1008896, where the checker judged such a run's deliveries older than
+// the loop's earlier ones).
+func TestChecker_ARunTakenWhileAGenerationIsOnItsWay(t *testing.T) {
+	gen := func(order int64, start string, ids ...string) lease.Generation {
+		return lease.Generation{ID: fmt.Sprintf("g%d", order), Start: start, Tip: "timestamp:1000000", Order: order, Shards: ids}
+	}
+	set := func(c *checker, id string, order int64, pos string) {
+		c.setStart(id, lease.Start{Position: pos, Generation: fmt.Sprintf("g%d", order), Order: order, ClearCheckpoint: true}, true, lease.Lease{})
+	}
+	rows := map[string]rowAt{"P": {existed: true}, "C": {existed: true}}
+	for _, tc := range []struct {
+		name        string
+		parentFirst bool // generation 3's start reached the parent before the take
+		want        int64
+	}{
+		{"BeforeItReachedEither", false, 2},
+		{"AfterItReachedTheParent", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newChecker(newTracer(time.Now()))
+			c.generation(gen(1, "horizon", "P"), rows)
+			set(c, "P", 1, "horizon")
+			c.shardShape(c.cur, "C", []string{"P"}, false)
+			c.generation(gen(2, "timestamp:5000", "P"), rows)
+			set(c, "P", 2, "timestamp:5000")
+			c.took("run1", "loop/r1", lease.Lease{ShardID: "C"})
+			if got := c.runs[runShard{"run1", shardKey{c.cur, "C"}}].order; got != 2 {
+				t.Fatalf("before generation 3, a run of C reads under %d, want 2", got)
+			}
+			c.generation(gen(3, "timestamp:4000", "P", "C"), rows)
+			if tc.parentFirst {
+				set(c, "P", 3, "timestamp:4000")
+			}
+			c.took("run2", "loop/r2", lease.Lease{ShardID: "C"})
+			if got := c.runs[runShard{"run2", shardKey{c.cur, "C"}}].order; got != tc.want {
+				t.Fatalf("a run of C taken while generation 3 is on its way reads under %d, want %d", got, tc.want)
+			}
+			set(c, "C", 3, "timestamp:4000")
+			c.took("run3", "loop/r3", lease.Lease{ShardID: "C"})
+			if got := c.runs[runShard{"run3", shardKey{c.cur, "C"}}].order; got != 3 {
+				t.Fatalf("once generation 3 reached C, a run reads under %d, want 3", got)
+			}
+		})
+	}
+}
