@@ -84,6 +84,13 @@ func (o *HolderOptions) fence() time.Duration {
 	return o.MaxRun
 }
 
+// recorded is the fence the holder writes for invocations that may run
+// for f more on its clock: f and a fiftieth of MaxRun. The holder measures
+// f on its own clock, a taker waits it out on its own, and the function's
+// timeout runs on neither: the fiftieth covers two clocks that each run up
+// to 1 % fast or slow (the lease's Margin covers them for the lease).
+func (o *HolderOptions) recorded(f time.Duration) time.Duration { return f + o.MaxRun/50 }
+
 func (o *HolderOptions) validate() error {
 	switch {
 	case o.Store == nil:
@@ -176,7 +183,7 @@ func Hold(ctx context.Context, o HolderOptions, opts ...TakeOption) (*Holder, Le
 	defer h.mu.Unlock()
 	h.deadline = sent.Add(o.Duration - o.Margin)
 	h.lastRenew = sent
-	h.armed = row.Fence >= o.fence()
+	h.armed = row.Fence >= o.recorded(o.fence())
 	h.timer = time.AfterFunc(max(h.deadline.Sub(o.Clock()), 0), h.checkDeadline)
 	return h, row, nil
 }
@@ -397,11 +404,11 @@ func (h *Holder) renewLocked(ctx context.Context, arm bool) error {
 	deadline := sent.Add(h.o.Duration - h.o.Margin)
 	fenced := h.o.MaxRun > 0 && (arm || len(h.running) > 0 || h.lastStart.After(h.lastRenew))
 	if fenced {
-		rn.Fence = h.o.fence()
+		rn.Fence = h.o.recorded(h.o.fence())
 	} else {
 		h.armed = h.o.MaxRun == 0
 		if until := h.runningUntilLocked(); until.After(deadline) {
-			rn.Fence = until.Sub(deadline)
+			rn.Fence = h.o.recorded(until.Sub(deadline))
 		}
 	}
 	h.lastRenew = sent
@@ -632,7 +639,7 @@ func (h *Holder) Release(ctx context.Context, to string) error {
 	now := h.o.Clock()
 	ho := Handover{To: to}
 	if until := h.runningUntilLocked(); until.After(now) {
-		ho.Fence = until.Sub(now)
+		ho.Fence = h.o.recorded(until.Sub(now))
 	}
 	h.mu.Unlock()
 	err := h.o.Store.Release(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, ho)

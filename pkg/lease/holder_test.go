@@ -444,7 +444,8 @@ func TestHolder_SlowRenewalCannotMoveTheCheckpointBack(t *testing.T) {
 // whatever its caller does (up to MaxRun), with idle gaps between
 // invocations, slow renewals that then fail, a caller that gives up on an
 // invocation when the lease is lost, and sometimes a release at the run's
-// end with an invocation given up on, on clocks up to 30 s apart. The taker
+// end with an invocation given up on, on clocks up to 30 s apart whose
+// rates each differ from true time by up to 1 % either way. The taker
 // takes only what its Observer judges lapsed, and its first invocation
 // starts at once; no invocation of the holder may still be running then.
 func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
@@ -460,6 +461,16 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 			}
 			k := 1 + rng.IntN(10) // renewals fail from the k-th on
 			release := rng.IntN(3) == 0
+			drift := func() float64 { return (rng.Float64()*2 - 1) / 100 }
+			holderDrift, takerDrift := drift(), drift()
+			began := time.Now()
+			clock := func(skew time.Duration, drift float64) func() time.Time {
+				return func() time.Time {
+					now := time.Now()
+					return now.Add(skew + time.Duration(float64(now.Sub(began))*drift))
+				}
+			}
+			holderClock, takerClock := clock(holderSkew, holderDrift), clock(takerSkew, takerDrift)
 			var mu sync.Mutex
 			delays := make([]time.Duration, 64)
 			for i := range delays {
@@ -471,7 +482,7 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 				return delays[min(n-1, len(delays)-1)], n >= k
 			}}
 			h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: s, Stream: stream, ShardID: "s1", Owner: "loop/r1",
-				MaxRun: maxRun, Fence: fence, Clock: func() time.Time { return time.Now().Add(holderSkew) }})
+				MaxRun: maxRun, Fence: fence, Clock: holderClock})
 			must(t, err)
 			t.Cleanup(h.Close)
 			go h.KeepAlive(t.Context())
@@ -484,8 +495,16 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 				defer close(holderDone)
 				for i := 0; ; i++ {
 					if release && i == 3 {
-						// The run ends: it gives up on its invocation in
-						// flight and hands the row back with a fence.
+						// The run ends: it gives up on the invocation it
+						// just began (the function runs its whole timeout)
+						// and hands the row back with a fence.
+						if end, err := h.Begin(h.Context()); err == nil {
+							endsMu.Lock()
+							ends = append(ends, time.Now().Add(maxRun))
+							endsMu.Unlock()
+							time.Sleep(time.Duration(runs.Int64N(int64(200 * time.Millisecond))))
+							end(false)
+						}
 						_ = h.Release(context.Background(), "loop")
 						return
 					}
@@ -514,14 +533,20 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 			obs := lease.NewObserver(lease.DefaultDuration)
 			var took time.Time
 			for took.IsZero() {
-				time.Sleep(time.Duration(20+rng.IntN(500)) * time.Millisecond)
+				time.Sleep(time.Duration(1+rng.IntN(50)) * time.Millisecond) // a taker that looks often meets the fence's end
 				row, err := s.Get(t.Context(), stream, "s1")
 				must(t, err)
-				v := obs.Observe(row, time.Now().Add(takerSkew))
+				// With a release, the taker is the loop's next run, which
+				// waits out the fence alone once the row is handed back.
+				family, taker, opts := "", "B", []lease.TakeOption(nil)
+				if release {
+					family, taker, opts = "loop", "loop/r2", []lease.TakeOption{lease.WithOwnerFamily("loop")}
+				}
+				v := obs.ObserveAs(row, takerClock(), family)
 				if !v.Available() {
 					continue
 				}
-				if _, err := s.Take(t.Context(), stream, "s1", "B", lease.IfCounter(v.Counter)); err == nil {
+				if _, err := s.Take(t.Context(), stream, "s1", taker, append(opts, lease.IfCounter(v.Counter))...); err == nil {
 					took = time.Now()
 				}
 			}
@@ -530,8 +555,8 @@ func TestHolderAndObserver_NoInvocationRunsWhenATakerTakes(t *testing.T) {
 			defer endsMu.Unlock()
 			for i, end := range ends {
 				if !end.Before(took) {
-					t.Fatalf("seed %d (max run %s, fence %s, renewals fail from %d, release %v): invocation %d runs until %v, the taker took at %v",
-						seed, maxRun, fence, k, release, i, end, took)
+					t.Fatalf("seed %d (max run %s, fence %s, renewals fail from %d, release %v, drift %+.2f%% and %+.2f%%): invocation %d runs until %v, the taker took at %v",
+						seed, maxRun, fence, k, release, 100*holderDrift, 100*takerDrift, i, end, took)
 				}
 			}
 		})
@@ -561,8 +586,8 @@ func TestHolder_FenceIsArmedBeforeTheFirstInvocationAfterAnIdleInterval(t *testi
 		}
 		end, err := h.Begin(t.Context())
 		must(t, err)
-		if f := fence(); f != 4*time.Second {
-			t.Fatalf("fence once an invocation began = %s, want 4s", f)
+		if f := fence(); f != 4*time.Second+80*time.Millisecond {
+			t.Fatalf("fence once an invocation began = %s, want 4.08s (4 s and a fiftieth for the clocks)", f)
 		}
 		time.Sleep(500 * time.Millisecond)
 		end(true)
@@ -581,8 +606,8 @@ func TestHolder_FenceIsArmedBeforeTheFirstInvocationAfterAnIdleInterval(t *testi
 		}
 		end, err = h.Begin(t.Context())
 		must(t, err)
-		if f := fence(); f != 4*time.Second {
-			t.Fatalf("fence once an invocation began after idling = %s, want 4s", f)
+		if f := fence(); f != 4*time.Second+80*time.Millisecond {
+			t.Fatalf("fence once an invocation began after idling = %s, want 4.08s", f)
 		}
 		// Given up on after 1 s, it may run its whole timeout from then (a
 		// call may have sent its last request just before): a release a
@@ -592,8 +617,8 @@ func TestHolder_FenceIsArmedBeforeTheFirstInvocationAfterAnIdleInterval(t *testi
 		time.Sleep(time.Second)
 		must(t, h.Release(t.Context(), "loop"))
 		row, _ := mem.Get(t.Context(), stream, "s1")
-		if row.Owner != "loop" || row.Fence != 3*time.Second {
-			t.Fatalf("row handed back = owner %q fence %s, want loop and 3s", row.Owner, row.Fence)
+		if row.Owner != "loop" || row.Fence != 3*time.Second+80*time.Millisecond {
+			t.Fatalf("row handed back = owner %q fence %s, want loop and 3.08s", row.Owner, row.Fence)
 		}
 	})
 }
@@ -712,6 +737,41 @@ func TestHolder_RecordsTheLagWithEveryCheckpointItWrites(t *testing.T) {
 		synctest.Wait()
 		if row, _ = mem.Get(t.Context(), stream, "s1"); row.MillisBehind != 0 || !row.LagAt.Equal(at) {
 			t.Fatalf("after a renewal carrying no checkpoint: row %+v, want the lag as it was", row)
+		}
+	})
+}
+
+// TestHolder_AFenceOutlastsTheFunctionOnClocksThatRunApart: a run gives
+// up on an invocation just after it began and hands the row back; the
+// function runs its whole timeout by true time. The holder measured the
+// fence on a clock 1 % fast, and the loop's next run waits it out on
+// another clock 1 % fast: it must not take the row before the function
+// ended (world 1211 of the simulator: the next run took 83 ms early).
+func TestHolder_AFenceOutlastsTheFunctionOnClocksThatRunApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		began := time.Now()
+		fast := func() time.Time { return began.Add(time.Duration(float64(time.Since(began)) * 1.01)) }
+		const maxRun = 20 * time.Second
+		h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "loop/r1", MaxRun: maxRun, Clock: fast})
+		must(t, err)
+		t.Cleanup(h.Close)
+		end, err := h.Begin(t.Context())
+		must(t, err)
+		ends := time.Now().Add(maxRun) // the function's own timeout, in true time
+		end(false)                     // the call breaks at once; the function runs on
+		must(t, h.Release(t.Context(), "loop"))
+		obs := lease.NewObserver(lease.DefaultDuration)
+		for {
+			row, err := mem.Get(t.Context(), stream, "s1")
+			must(t, err)
+			if v := obs.ObserveAs(row, fast(), "loop"); v.Available() {
+				if time.Now().Before(ends) {
+					t.Fatalf("the loop's next run may take the row %s before the function it gave up on ends (fence %s)", ends.Sub(time.Now()), row.Fence)
+				}
+				return
+			}
+			time.Sleep(time.Millisecond)
 		}
 	})
 }
