@@ -470,6 +470,18 @@ func (s *shardState) ownOrder() int64 {
 	return max(order, s.kept)
 }
 
+// carriesEnd reports whether seqs hold the last record of a closed shard
+// of the stream there now.
+func (c *checker) carriesEnd(shardID string, seqs []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sh[shardKey{c.cur, shardID}]
+	if s == nil || !s.closed || len(s.recs) == 0 {
+		return false
+	}
+	return slices.Contains(seqs, s.recs[len(s.recs)-1].seq)
+}
+
 // rowAt is what a generation's coordinator found of a shard's row: whether
 // it had one of the generation's incarnation, and whether it was read to
 // its end.

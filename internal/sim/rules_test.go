@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
@@ -122,5 +123,30 @@ func TestChecker_ARunTakenWhileAGenerationIsOnItsWay(t *testing.T) {
 				t.Fatalf("once generation 3 reached C, a run reads under %d, want 3", got)
 			}
 		})
+	}
+}
+
+// TestChecker_CarriesEnd: a poisoned end (Faults.PoisonEnd) breaks the
+// calls that carry a closed shard's last record, and no others: not the
+// last record of a shard still open, nor an earlier record of a closed one.
+func TestChecker_CarriesEnd(t *testing.T) {
+	c := newChecker(newTracer(time.Now()))
+	for i, seq := range []string{"1", "2", "3"} {
+		c.produced(c.cur, 0, i, "P", seq, time.Now(), types.PutRecordsRequestEntry{})
+	}
+	if c.carriesEnd("P", []string{"2", "3"}) {
+		t.Fatal("an open shard's last record counts as its end")
+	}
+	c.shardShape(c.cur, "P", nil, true)
+	for _, tc := range []struct {
+		seqs []string
+		want bool
+	}{{[]string{"2", "3"}, true}, {[]string{"3"}, true}, {[]string{"1", "2"}, false}, {nil, false}} {
+		if got := c.carriesEnd("P", tc.seqs); got != tc.want {
+			t.Errorf("carriesEnd(P, %v) = %v, want %v", tc.seqs, got, tc.want)
+		}
+	}
+	if c.carriesEnd("Q", []string{"3"}) {
+		t.Error("a shard the checker never saw has an end")
 	}
 }

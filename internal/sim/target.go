@@ -187,6 +187,12 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 		defer ended()
 		return t.work(ctx, owner, run, shardID, seqs, lat, x, partial, noState)
 	}
+	// A closed shard's last record that the function hangs on (PoisonEnd):
+	// it runs to its timeout, and the call breaks early on, every time.
+	poisoned := f.PoisonEnd && w.chk.carriesEnd(shardID, seqs)
+	if poisoned {
+		lat = max(lat, w.cfg.Reader.FunctionTimeout)
+	}
 	done := make(chan result, 1)
 	w.bg.Go(func() {
 		defer ended()
@@ -196,8 +202,13 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 	// A call that breaks while the function runs (a connection reset):
 	// drawn from a stream of its own, so worlds without it draw as before.
 	var broke <-chan time.Time
-	if brs := w.rnd.get("broken:" + w.actor(ctx) + ":" + shardID); brs.hit(f.TargetBroken) {
-		tm := time.NewTimer(brs.dur(0, min(lat, w.cfg.Reader.FunctionTimeout)))
+	brs := w.rnd.get("broken:" + w.actor(ctx) + ":" + shardID)
+	if hit := brs.hit(f.TargetBroken); hit || poisoned {
+		after := brs.dur(0, min(lat, w.cfg.Reader.FunctionTimeout))
+		if poisoned {
+			after = brs.dur(0, min(time.Second, w.cfg.Reader.FunctionTimeout))
+		}
+		tm := time.NewTimer(after)
 		defer tm.Stop()
 		broke = tm.C
 	}
@@ -205,7 +216,11 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 	case r := <-done:
 		return r.n, r.o
 	case <-broke:
-		w.tr.add(w.shardName(shardID), owner, "the call of %d records broke after %s (connection reset, injected); the function runs on", len(seqs), time.Since(start))
+		what := "connection reset, injected"
+		if poisoned {
+			what += "; it carries the closed shard's last record, which the function hangs on"
+		}
+		w.tr.add(w.shardName(shardID), owner, "the call of %d records broke after %s (%s); the function runs on", len(seqs), time.Since(start), what)
 		return 0, outBroken
 	case <-ctx.Done():
 		w.tr.add(w.shardName(shardID), owner, "caller gave up on the delivery of %d records after %s (%s); the function runs on", len(seqs), time.Since(start), why(context.Cause(ctx)))
