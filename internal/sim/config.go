@@ -540,12 +540,13 @@ func Draw(seed uint64) Config {
 	// A closed shard's last record that breaks every call carrying it, in
 	// every world with calls that break and a batch that is given up at
 	// last: a parent's final batch given up with its
-	// invocation running on, just before the children open. Only where a
-	// run has room for a broken call's wait after its predecessor's fence,
-	// and without bisection: a run that must stop while a broken call may
-	// run counts no attempt, and bisection does not carry from one run to
-	// the next, so elsewhere such a batch is never given up (a limit of
-	// the reader, noted in docs/benchmarks.md).
+	// invocation running on, just before the children open. Only without
+	// bisection, whose halving does not carry from one run to the next,
+	// and where a run has room for two attempts after its predecessor's
+	// fence: a failure count lives in the loop's state, and an execution
+	// that fails (a store fault on its take) starts the next loop at 0, so
+	// elsewhere such a batch may never be given up (limits of the reader,
+	// noted in docs/benchmarks.md).
 	rd := &c.Reader
 	if c.Faults.TargetBroken > 0 && (rd.MaxRetryAttempts >= 0 || rd.MaxRecordAge > 0) && !rd.Bisect &&
 		rd.RunLength >= 3*rd.FunctionTimeout {
