@@ -539,9 +539,8 @@ func Draw(seed uint64) Config {
 	}
 	// A closed shard's last record that breaks every call carrying it, in
 	// every world with calls that break and a batch that is given up at
-	// last: a parent's final batch given up with its
-	// invocation running on, just before the children open. Only without
-	// bisection, whose halving does not carry from one run to the next,
+	// last: a parent's final batch given up with its invocation running
+	// on, just before the children open. Only without bisection, whose halving does not carry from one run to the next,
 	// and where a run has room for two attempts after its predecessor's
 	// fence: a failure count lives in the loop's state, and an execution
 	// that fails (a store fault on its take) starts the next loop at 0, so

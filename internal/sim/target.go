@@ -204,11 +204,11 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 	var broke <-chan time.Time
 	brs := w.rnd.get("broken:" + w.actor(ctx) + ":" + shardID)
 	if hit := brs.hit(f.TargetBroken); hit || poisoned {
-		after := brs.dur(0, min(lat, w.cfg.Reader.FunctionTimeout))
+		within := min(lat, w.cfg.Reader.FunctionTimeout)
 		if poisoned {
-			after = brs.dur(0, min(time.Second, w.cfg.Reader.FunctionTimeout))
+			within = min(time.Second, w.cfg.Reader.FunctionTimeout)
 		}
-		tm := time.NewTimer(after)
+		tm := time.NewTimer(brs.dur(0, within))
 		defer tm.Stop()
 		broke = tm.C
 	}

@@ -33,8 +33,9 @@ type HolderOptions struct {
 	// MaxRun is how long one invocation the holder starts (Begin) may run
 	// from its start whatever its caller does: a Lambda function's
 	// configured timeout, since a synchronous invocation cannot be
-	// cancelled. The holder records it on the row as its fence while
-	// invocations may be running, so a taker waits it out. 0 (default): an
+	// cancelled. The holder records it on the row as its fence (and a
+	// fiftieth more, for clocks: see recorded) while invocations may be
+	// running, so a taker waits it out. 0 (default): an
 	// invocation ends when its context does (an in-process target), and the
 	// row never needs a fence.
 	MaxRun time.Duration
