@@ -81,9 +81,11 @@ func (l *lane) deliver(us []unit) bool {
 
 	carried := func(s span) (int, error) { return l.carried(us, s.lo, s.hi) }
 	p := newPlan(r.o.BisectOnError, r.o.retryLimit(), carried, span{0, len(us)})
-	if n, _ := l.carried(us, 0, len(us)); n > 0 {
-		// A count carried from an earlier run covers the units that failed
-		// then; what was read after them is delivered on its own afterwards.
+	if f, ok := l.failureOf(us[0].seq()); ok && (f.FailedAttempts > 0 || r.o.BisectOnError) {
+		// A failure carried from an earlier run covers the units that
+		// failed then (with bisection, the half it had come down to, so
+		// that the halving goes on from there); what was read after them
+		// is delivered on its own afterwards.
 		if k := l.carriedEnd(us, 0, len(us)); k < len(us) {
 			p = newPlan(r.o.BisectOnError, r.o.retryLimit(), carried, span{0, k}, span{k, len(us)})
 		}
@@ -158,6 +160,9 @@ func (l *lane) deliver(us []unit) bool {
 		f := p.failed(err)
 		if f.split {
 			half := p.cur
+			// Where the halving got to, carried to the next run should this
+			// one end first (a split counts no attempt).
+			l.fail = Failure{FailingSeq: us[half.lo].seq(), FailedAttempts: p.attempts, FailingLast: us[half.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)}
 			r.log.Warn("target failed; delivering the first half on its own", "seq", first, "records", half.hi-half.lo, "lane", l.id, "err", err)
 			r.wait(r.o.RetryMin)
 			continue

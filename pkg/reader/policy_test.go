@@ -581,3 +581,73 @@ func TestRun_RetryAttemptsCarriedAcrossRunsCoverOnlyTheRecordsThatFailed(t *test
 		t.Fatalf("on-failure records %+v, want one, for the poison alone", sent)
 	}
 }
+
+// TestRun_BisectionGoesOnWhereTheLastRunLeftIt: with bisection, each run
+// here has room for one failed delivery (the wait after it outlasts the
+// run). A run that halved the batch carries the half in hand, and the next
+// run goes on from it: the bad record is isolated and given up within a
+// few runs, instead of every run starting again from the whole batch and
+// halving it once, for good.
+func TestRun_BisectionGoesOnWhereTheLastRunLeftIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	seqs := e.putN(t, "a", 64)
+	e.setStart(t, e.shards[0], "horizon")
+	bad := "a-00037"
+	var deliveries atomic.Int32
+	s := &sink{fail: func(b Batch) (int, error) {
+		deliveries.Add(1)
+		for _, r := range b.Records {
+			if string(r.Data) == bad {
+				return 0, errors.New("function error") // the whole batch fails
+			}
+		}
+		return len(b.Records), nil
+	}}
+	var sent []FailureRecord
+	var mu sync.Mutex
+	given := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(sent)
+	}
+	o := e.opts(s)
+	o.BatchSize, o.BisectOnError, o.MaxRetryAttempts = 100, true, RetryAttempts(0)
+	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, fr)
+		return nil
+	})
+	o.RunLength, o.RetryMin, o.RetryMax = time.Second, time.Minute, time.Minute
+	st := e.state(e.shards[0], "A")
+	for delivering := 0; given() == 0 || s.len() < 63; {
+		before := deliveries.Load()
+		next, err := Run(t.Context(), o, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = next
+		if deliveries.Load() == before {
+			// A run too short on this machine to deliver: longer ones.
+			o.RunLength = min(2*o.RunLength, maxAdaptiveRun)
+			continue
+		}
+		// A run carries only the half in hand: once it settles, the next
+		// run halves the rest again from its whole. Down from 64 records
+		// that is at most 6+5+...+1 = 21 runs that fail a delivery (the
+		// halves that settle ride along); without the carry, never.
+		if delivering++; delivering > 24 {
+			t.Fatalf("%d runs delivered and the bad record is not given up (state %+v)", delivering, st)
+		}
+	}
+	want := slices.DeleteFunc(values("a", 64), func(v string) bool { return v == bad })
+	if got := s.data(); !slices.Equal(got, want) {
+		t.Fatalf("delivered %d records %v, want the 63 good ones in order", len(got), got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 1 || sent[0].KinesisBatchInfo.StartSequenceNumber != seqs[37] || sent[0].KinesisBatchInfo.BatchSize != 1 {
+		t.Fatalf("on-failure records %+v, want one for %s alone", sent, seqs[37])
+	}
+}
