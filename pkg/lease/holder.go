@@ -34,7 +34,7 @@ type HolderOptions struct {
 	// from its start whatever its caller does: a Lambda function's
 	// configured timeout, since a synchronous invocation cannot be
 	// cancelled. The holder records it on the row as its fence (and a
-	// fiftieth more, for clocks: see recorded) while invocations may be
+	// tenth more, for clocks: see recorded) while invocations may be
 	// running, so a taker waits it out. 0 (default): an
 	// invocation ends when its context does (an in-process target), and the
 	// row never needs a fence.
@@ -86,11 +86,12 @@ func (o *HolderOptions) fence() time.Duration {
 }
 
 // recorded is the fence the holder writes for invocations that may run
-// for f more on its clock: f and a fiftieth of MaxRun. The holder measures
-// f on its own clock, a taker waits it out on its own, and the function's
-// timeout runs on neither: the fiftieth covers two clocks that each run up
-// to 1 % fast or slow (the lease's Margin covers them for the lease).
-func (o *HolderOptions) recorded(f time.Duration) time.Duration { return f + o.MaxRun/50 }
+// for f more on its clock: f and a tenth of MaxRun. The holder measures f
+// on its own clock, a taker waits it out on its own, and the function's
+// timeout runs on neither: a tenth, as the lease keeps a tenth (Margin) and
+// a lane waits a tenth more after a call that broke, covers clocks that run
+// a few percent apart.
+func (o *HolderOptions) recorded(f time.Duration) time.Duration { return f + o.MaxRun/10 }
 
 func (o *HolderOptions) validate() error {
 	switch {
