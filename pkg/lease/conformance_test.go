@@ -408,6 +408,52 @@ var holderCases = []conformanceCase{
 		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{}))
 		noErr(t)(s.Take(ctx, stream, "s1", "C"))
 	}},
+	{"FailingOutlivesItsWriterUntilANewStart", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		str := func(v string) *string { return &v }
+		noErr(t)(s.Take(ctx, stream, "s1", "A"))
+		got, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Failing: str("f1")})
+		must(t, err)
+		if got.Failing != "f1" {
+			t.Fatalf("renewal carrying failing = %+v", got)
+		}
+		// A renewal without it leaves it; a checkpoint and a take keep it.
+		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "10"}))
+		noErr(t)(s.Checkpoint(ctx, stream, "s1", "A", "11"))
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
+		got, err = s.Take(ctx, stream, "s1", "B")
+		must(t, err)
+		if got.Failing != "f1" {
+			t.Fatalf("row taken by a new owner = %+v, want the failing its last holder wrote", got)
+		}
+		// A release carries it too; "" removes it.
+		must(t, s.Release(ctx, stream, "s1", "B", lease.Handover{Failing: str("f2")}))
+		if got, _ = s.Get(ctx, stream, "s1"); got.Failing != "f2" {
+			t.Fatalf("released carrying failing = %+v", got)
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "C"))
+		if got = mustLease(t)(s.Renew(ctx, stream, "s1", "C", lease.Renewal{Failing: str("")})); got.Failing != "" {
+			t.Fatalf("renewal clearing failing = %+v", got)
+		}
+		// A new start, or a reset, removes it: its counts were of records
+		// delivered before it.
+		noErr(t)(s.Renew(ctx, stream, "s1", "C", lease.Renewal{Failing: str("f3")}))
+		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g", Order: 1})
+		must(t, err)
+		if got, _ = s.Get(ctx, stream, "s1"); got.Failing != "" {
+			t.Fatalf("row after a new start = %+v, want no failing", got)
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "D", lease.IfCounter(got.Counter)))
+		noErr(t)(s.Renew(ctx, stream, "s1", "D", lease.Renewal{Failing: str("f4")}))
+		noErr(t)(s.Reset(ctx, stream, "s1", "horizon", true))
+		if got, _ = s.Get(ctx, stream, "s1"); got.Failing != "" {
+			t.Fatalf("row after a reset = %+v, want no failing", got)
+		}
+		// Larger than MaxFailing: refused, naming the field.
+		big := strings.Repeat("x", lease.MaxFailing+1)
+		if _, err := s.Renew(ctx, stream, "s1", "D", lease.Renewal{Failing: &big}); !errors.Is(err, lease.ErrInvalid) {
+			t.Fatalf("renewal with %d bytes of failing: err = %v, want ErrInvalid", len(big), err)
+		}
+	}},
 	{"NumberedRenewalsLandOnlyOverLowerOnes", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		noErr(t)(s.Take(ctx, stream, "s1", "A"))
 		second, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Seq: 2, Fence: 4 * time.Second})
@@ -1031,5 +1077,14 @@ func noErr(t *testing.T) func(lease.Lease, error) {
 	return func(_ lease.Lease, err error) {
 		t.Helper()
 		must(t, err)
+	}
+}
+
+func mustLease(t *testing.T) func(lease.Lease, error) lease.Lease {
+	t.Helper()
+	return func(l lease.Lease, err error) lease.Lease {
+		t.Helper()
+		must(t, err)
+		return l
 	}
 }

@@ -35,6 +35,7 @@ const (
 	attrFence        = "lease_fence_ms"   // Lease.Fence in milliseconds
 	attrWriteSeq     = "lease_write_seq"  // Lease.WriteSeq
 	attrCkptOrder    = "checkpoint_order" // checkpointOrder of the checkpoint; removed by a new start
+	attrFailing      = "lease_failing"    // Lease.Failing; removed by a new start
 
 	// The generation record, a row of its own keyed "<stream>#generation".
 	// It has no "stream" attribute, so List's filter never returns it.
@@ -128,6 +129,7 @@ type row struct {
 	Revoked      bool     `dynamodbav:"lease_revoked,omitempty"`
 	FenceMillis  int64    `dynamodbav:"lease_fence_ms,omitempty"`
 	WriteSeq     int64    `dynamodbav:"lease_write_seq,omitempty"`
+	Failing      string   `dynamodbav:"lease_failing,omitempty"`
 }
 
 // genRow is a stream's generation record as stored.
@@ -161,6 +163,7 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 		Revoked:  r.Revoked && r.Owner != "", // a revoked mark outlives its owner only until the next take
 		Fence:    time.Duration(r.FenceMillis) * time.Millisecond,
 		WriteSeq: r.WriteSeq,
+		Failing:  r.Failing,
 	}
 	if r.Expiry != 0 {
 		l.Expiry = time.UnixMilli(r.Expiry)
@@ -361,6 +364,7 @@ func (s *DynamoStore) Renew(ctx context.Context, stream, shardID, owner string, 
 		upd = upd.Set(expression.Name(attrMillisBehind), expression.Value(*rn.MillisBehind)).
 			Set(expression.Name(attrLagAt), expression.Value(ms(now)))
 	}
+	upd = setFailing(upd, rn.Failing)
 	out, err := s.update(ctx, "renew", stream, shardID, owner, c, upd, ErrNotOwner, types.ReturnValueAllNew)
 	if err != nil {
 		cur, cerr := s.refused(ctx, err, stream, shardID, owner)
@@ -461,6 +465,18 @@ func (s *DynamoStore) Pin(ctx context.Context, stream, shardID, owner, start str
 	return decode(out.Attributes)
 }
 
+// setFailing records f as the row's Failing: nothing when nil, a removal
+// when empty.
+func setFailing(upd expression.UpdateBuilder, f *string) expression.UpdateBuilder {
+	switch {
+	case f == nil:
+		return upd
+	case *f == "":
+		return upd.Remove(expression.Name(attrFailing))
+	}
+	return upd.Set(expression.Name(attrFailing), expression.Value(*f))
+}
+
 // Release implements HolderStore.
 func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string, ho Handover) error {
 	if err := checkOwned(stream, shardID, owner); err != nil {
@@ -476,6 +492,7 @@ func (s *DynamoStore) Release(ctx context.Context, stream, shardID, owner string
 	} else {
 		upd = upd.Set(expression.Name(attrOwner), expression.Value(ho.To))
 	}
+	upd = setFailing(upd, ho.Failing)
 	_, err := s.update(ctx, "release", stream, shardID, owner, heldBy(owner), upd, ErrNotOwner, types.ReturnValueNone)
 	return err
 }
@@ -614,6 +631,7 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 		Set(expression.Name(attrGenOrder), expression.Value(st.Order)).
 		Set(expression.Name(attrStartApplied), expression.Value(st.Finished)).
 		Remove(expression.Name(attrCkptOrder)). // checkpoints may go anywhere from the new start
+		Remove(expression.Name(attrFailing)).   // no failure counts before it
 		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = revoke(upd)
 	if st.Incarnation != 0 {
@@ -757,6 +775,7 @@ func (s *DynamoStore) Reset(ctx context.Context, stream, shardID, start string, 
 	upd := expression.Set(expression.Name(attrStart), expression.Value(start)).
 		Set(expression.Name(attrStartApplied), expression.Value(false)).
 		Remove(expression.Name(attrCkptOrder)).
+		Remove(expression.Name(attrFailing)).
 		Add(expression.Name(attrCounter), expression.Value(1))
 	upd = dropWindow(revoke(upd)) // no window describes the records after the new start
 	// The row as it was, to delete the window it named; the row as it is

@@ -147,6 +147,8 @@ type Holder struct {
 	settled  string      // the last checkpoint Settle recorded
 	written  string      // the last checkpoint known to be on the row
 	floor    string      // the highest checkpoint a write has tried (it may have landed): renewals carry none below it
+	failing  string      // the last Failing SetFailing recorded
+	onRow    string      // the Failing known to be on the row
 
 	seq       int64     // the last renewal's number
 	armed     bool      // the row records the fence: invocations may start without a write
@@ -186,6 +188,7 @@ func Hold(ctx context.Context, o HolderOptions, opts ...TakeOption) (*Holder, Le
 	h.deadline = sent.Add(o.Duration - o.Margin)
 	h.lastRenew = sent
 	h.armed = row.Fence >= o.recorded(o.fence())
+	h.failing, h.onRow = row.Failing, row.Failing
 	h.timer = time.AfterFunc(max(h.deadline.Sub(o.Clock()), 0), h.checkDeadline)
 	return h, row, nil
 }
@@ -418,6 +421,7 @@ func (h *Holder) renewLocked(ctx context.Context, arm bool) error {
 		rn.Checkpoint = seq
 		h.raiseFloorLocked(seq)
 	}
+	rn.Failing = h.failingLocked()
 	h.mu.Unlock()
 	if rn.Checkpoint != "" {
 		rn.MillisBehind = h.lag()
@@ -445,8 +449,31 @@ func (h *Holder) renewLocked(ctx context.Context, arm bool) error {
 		if rn.Checkpoint != "" {
 			h.written = rn.Checkpoint
 		}
+		if rn.Failing != nil {
+			h.onRow = *rn.Failing
+		}
 	}
 	return nil
+}
+
+// SetFailing records what the next renewal (or the release) writes as the
+// row's Failing (Lease.Failing), when the row does not have it yet: the
+// reader's record of its failing deliveries, for whoever reads the shard
+// next. It writes nothing itself.
+func (h *Holder) SetFailing(f string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failing = f
+}
+
+// failingLocked is the Failing the next write carries: nil when the row has
+// it already.
+func (h *Holder) failingLocked() *string {
+	if h.failing == h.onRow {
+		return nil
+	}
+	f := h.failing
+	return &f
 }
 
 // carryLocked is the checkpoint the next renewal carries: the settled one,
@@ -639,7 +666,7 @@ func (h *Holder) Release(ctx context.Context, to string) error {
 	defer h.unlockWrite()
 	h.mu.Lock()
 	now := h.o.Clock()
-	ho := Handover{To: to}
+	ho := Handover{To: to, Failing: h.failingLocked()}
 	if until := h.runningUntilLocked(); until.After(now) {
 		ho.Fence = h.o.recorded(until.Sub(now))
 	}

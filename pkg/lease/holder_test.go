@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -287,9 +288,10 @@ func TestHolderAndObserver_NeverTwoOwnersWhateverTheSkew(t *testing.T) {
 
 // countingStore counts the writes that reach the store.
 type countingStore struct {
-	Store  lease.HolderStore
-	mu     sync.Mutex
-	writes map[string]int
+	Store   lease.HolderStore
+	mu      sync.Mutex
+	writes  map[string]int
+	failing []string // what renewals carried as the row's Failing, in order
 }
 
 func (c *countingStore) count(op string) {
@@ -306,6 +308,11 @@ func (c *countingStore) Renew(ctx context.Context, stream, shardID, owner string
 		c.count("renew+checkpoint")
 	} else {
 		c.count("renew")
+	}
+	if rn.Failing != nil {
+		c.mu.Lock()
+		c.failing = append(c.failing, *rn.Failing)
+		c.mu.Unlock()
 	}
 	return c.Store.Renew(ctx, stream, shardID, owner, rn)
 }
@@ -368,6 +375,49 @@ func TestHolder_SettledCheckpointsRideOnTheRenewals(t *testing.T) {
 		must(t, h.Flush(t.Context()))
 		if row, _ := mem.Get(t.Context(), stream, "s1"); row.Checkpoint != "1099" || h.Pending() != "" {
 			t.Fatalf("after Flush the row has %q, pending %q; want 1099 and nothing", row.Checkpoint, h.Pending())
+		}
+	})
+}
+
+// TestHolder_FailingRidesOnTheRenewalsAndOutlivesTheHolder: what the reader
+// records of its failing deliveries costs no write of its own; the renewal
+// after SetFailing carries it, once, and a holder that takes the row next
+// (a new loop after a crash) starts from it.
+func TestHolder_FailingRidesOnTheRenewalsAndOutlivesTheHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		s := &countingStore{Store: mem}
+		h := newHolder(t, s, time.Now)
+		go h.KeepAlive(t.Context())
+		h.SetFailing("seq 5, 1 attempt")
+		time.Sleep(lease.DefaultRenewInterval + time.Millisecond)
+		h.SetFailing("seq 5, 2 attempts")
+		time.Sleep(3 * lease.DefaultRenewInterval) // three renewals, the first carrying it
+		synctest.Wait()
+		s.mu.Lock()
+		if want := []string{"seq 5, 1 attempt", "seq 5, 2 attempts"}; !slices.Equal(s.failing, want) {
+			t.Errorf("renewals carried %q, want %q (each once)", s.failing, want)
+		}
+		if s.writes["checkpoint"] != 0 || s.writes["renew+checkpoint"] != 0 {
+			t.Errorf("writes %v: want renewals only", s.writes)
+		}
+		s.mu.Unlock()
+		h.SetFailing("seq 5, 3 attempts")
+		h.Close() // crashed before its next renewal: that attempt is not on the row
+		row, _ := mem.Get(t.Context(), stream, "s1")
+		if row.Failing != "seq 5, 2 attempts" {
+			t.Fatalf("row after a crash = %q, want the last renewal's", row.Failing)
+		}
+		// The next holder sees it; its release hands on what it recorded.
+		next, taken, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "B"}, lease.IfCounter(row.Counter))
+		must(t, err)
+		if taken.Failing != "seq 5, 2 attempts" {
+			t.Fatalf("taken row Failing = %q", taken.Failing)
+		}
+		next.SetFailing("")
+		must(t, next.Release(t.Context(), ""))
+		if row, _ := mem.Get(t.Context(), stream, "s1"); row.Failing != "" {
+			t.Fatalf("row after a release with nothing failing = %q", row.Failing)
 		}
 	})
 }

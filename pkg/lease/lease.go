@@ -102,7 +102,19 @@ type Lease struct {
 	// that timed out at the client and reached the table afterwards) never
 	// lands over a newer one. A take clears it.
 	WriteSeq int64
+	// Failing is what the reader records of deliveries that keep failing
+	// after the checkpoint (their records and how often each failed), so
+	// that an owner that takes the row, a new loop after a crash too, goes
+	// on counting where the last one stopped instead of at 0. It is opaque
+	// to the store (at most MaxFailing bytes), written by renewals and
+	// releases that carry it (Renewal.Failing, Handover.Failing), kept by
+	// takes and checkpoints, and removed by a new start (SetStart, Reset).
+	// "" when nothing is failing.
+	Failing string
 }
+
+// MaxFailing bounds Lease.Failing, in bytes.
+const MaxFailing = 16 << 10
 
 // Key returns the row's key, "<stream>:<shard>".
 func (l Lease) Key() string { return Key(l.Stream, l.ShardID) }
@@ -284,6 +296,9 @@ type Renewal struct {
 	// with it, as by WithMillisBehind.
 	Checkpoint   string
 	MillisBehind *int64
+	// Failing, when not nil, is recorded as the row's Failing ("" removes
+	// it); nil leaves the row's as it is.
+	Failing *string
 }
 
 // Handover is how a holder gives its lease up (Release).
@@ -295,6 +310,9 @@ type Handover struct {
 	// Fence is recorded as the row's Fence: how long, from the release,
 	// invocations the holder started may still run. A taker waits it out.
 	Fence time.Duration
+	// Failing, when not nil, is recorded as the row's Failing, as a
+	// renewal's is.
+	Failing *string
 }
 
 // Start is what SetStart records on a shard's row.
@@ -731,7 +749,16 @@ func checkRenewal(rn Renewal) error {
 		}
 	}
 	if rn.MillisBehind != nil {
-		return checkLag(*rn.MillisBehind)
+		if err := checkLag(*rn.MillisBehind); err != nil {
+			return err
+		}
+	}
+	return checkFailing(rn.Failing)
+}
+
+func checkFailing(f *string) error {
+	if f != nil && len(*f) > MaxFailing {
+		return &InvalidError{Field: "failing", Value: fmt.Sprintf("%d bytes", len(*f)), Want: fmt.Sprintf("at most %d bytes", MaxFailing)}
 	}
 	return nil
 }
@@ -743,5 +770,5 @@ func checkHandover(ho Handover) error {
 	case strings.Contains(ho.To, RunSeparator):
 		return &InvalidError{Field: "handover to", Value: ho.To, Want: "a loop owner, not a run (no " + RunSeparator + ")"}
 	}
-	return nil
+	return checkFailing(ho.Failing)
 }

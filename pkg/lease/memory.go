@@ -163,6 +163,9 @@ func (m *MemoryStore) Renew(ctx context.Context, stream, shardID, owner string, 
 		if rn.MillisBehind != nil {
 			l.MillisBehind, l.LagAt = *rn.MillisBehind, time.UnixMilli(now.UnixMilli())
 		}
+		if rn.Failing != nil {
+			l.Failing = *rn.Failing
+		}
 		return nil
 	})
 	if landed != nil {
@@ -227,6 +230,9 @@ func (m *MemoryStore) Release(ctx context.Context, stream, shardID, owner string
 			l.Owner = ho.To
 		}
 		l.Fence = ho.Fence
+		if ho.Failing != nil {
+			l.Failing = *ho.Failing
+		}
 		l.Counter++
 		return nil
 	})
@@ -309,6 +315,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 		l = Lease{Stream: stream, ShardID: shardID}
 	}
 	l.Start, l.Generation, l.GenerationOrder, l.StartApplied = st.Position, st.Generation, st.Order, false
+	l.Failing = "" // no failure counts before a new start
 	l.Counter++
 	if st.Incarnation != 0 {
 		l.Incarnation = st.Incarnation
@@ -404,7 +411,7 @@ func (m *MemoryStore) Reset(ctx context.Context, stream, shardID, start string, 
 		cur := clone(l)
 		return Lease{}, &ConflictError{Op: "reset", Key: key, Current: &cur, Err: ErrHeld}
 	}
-	l.Start, l.StartApplied = start, false
+	l.Start, l.StartApplied, l.Failing = start, false, ""
 	l.Revoked = l.Owner != ""
 	l.Counter++
 	m.rows[key] = l
