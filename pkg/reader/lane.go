@@ -162,12 +162,12 @@ func (l *lane) deliver(us []unit) bool {
 			half := p.cur
 			// Where the halving got to, carried to the next run should this
 			// one end first (a split counts no attempt).
-			l.fail = Failure{FailingSeq: us[half.lo].seq(), FailedAttempts: p.attempts, FailingLast: us[half.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)}
+			l.setFail(Failure{FailingSeq: us[half.lo].seq(), FailedAttempts: p.attempts, FailingLast: us[half.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)})
 			r.log.Warn("target failed; delivering the first half on its own", "seq", first, "records", half.hi-half.lo, "lane", l.id, "err", err)
 			r.wait(r.o.RetryMin)
 			continue
 		}
-		l.fail = Failure{FailingSeq: first, FailedAttempts: f.attempts, FailingLast: us[cur.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)}
+		l.setFail(Failure{FailingSeq: first, FailedAttempts: f.attempts, FailingLast: us[cur.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)})
 		if f.spent {
 			continue // given up by the plan's next step
 		}
@@ -310,9 +310,17 @@ func (l *lane) carriedEnd(us []unit, lo, hi int) int {
 	return hi
 }
 
+// setFail makes f the lane's failing delivery, on the row too.
+func (l *lane) setFail(f Failure) {
+	was := l.fail
+	l.fail = f
+	l.r.noteFailure(was, f, nil)
+}
+
 // settled tells the run that us settled and forgets a retry count carried
 // for one of them.
 func (l *lane) settled(us []unit) {
+	was := l.fail
 	if l.fail.FailingSeq != "" {
 		for _, u := range us {
 			if u.seq() == l.fail.FailingSeq {
@@ -321,6 +329,7 @@ func (l *lane) settled(us []unit) {
 			}
 		}
 	}
+	l.r.noteFailure(was, l.fail, us)
 	l.send(laneEvent{lane: l.id, settled: us, win: l.snapshot()})
 }
 

@@ -650,3 +650,41 @@ func badRecordSink(bad string) (s *sink, deliveries, failures *atomic.Int32) {
 	}}
 	return s, deliveries, failures
 }
+
+// TestRun_ANewLoopGoesOnCountingWhereALostStateLeftIt: a loop's state is
+// lost at every run (its execution failed, its runner died) and each new
+// loop starts from a fresh one. The retry count lives on the row too, so
+// the batch that always fails is still given up after MaxRetryAttempts;
+// counted in the state alone, it would be tried for good.
+func TestRun_ANewLoopGoesOnCountingWhereALostStateLeftIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	e.putN(t, "a", 8)
+	e.setStart(t, e.shards[0], "horizon")
+	s, _, failures := badRecordSink("a-00003")
+	var given atomic.Int32
+	o := e.opts(s)
+	o.BatchSize, o.MaxRetryAttempts = 100, RetryAttempts(2)
+	o.OnFailure = DestinationFunc(func(context.Context, FailureRecord) error {
+		given.Add(1)
+		return nil
+	})
+	// Room for one attempt a run: the retry waits past the run's end.
+	o.RunLength, o.RetryMin, o.RetryMax = time.Second, time.Minute, time.Minute
+	for given.Load() == 0 {
+		before := failures.Load()
+		st, err := Run(t.Context(), o, e.state(e.shards[0], "A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if failures.Load() == before && st.Records == 0 {
+			o.RunLength = min(2*o.RunLength, maxAdaptiveRun) // too short on this machine to deliver
+		}
+		if n := failures.Load(); n > 3 {
+			t.Fatalf("%d deliveries failed and the batch is not given up: a new loop started its count again (state %+v)", n, st)
+		}
+	}
+	if n := failures.Load(); n != 3 {
+		t.Fatalf("given up after %d failed deliveries, want 3 (MaxRetryAttempts 2)", n)
+	}
+}

@@ -154,6 +154,7 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	if st.FailingSeq != "" {
 		r.carriedIn[st.FailingSeq] = st.Failure
 	}
+	r.startRowFailures(row)
 	return r.loop(ctx), nil
 }
 
@@ -179,6 +180,9 @@ type run struct {
 	// carriedLane their lanes when the state's factor is this run's.
 	carriedIn   map[string]Failure
 	carriedLane map[string]int
+	// rowFails is what the run records on the row of its failing
+	// deliveries (failing.go).
+	rowFails rowFailures
 
 	cutAt  time.Time       // ctx ends here (zero without a deadline): a delivery must end before
 	ctx    context.Context // cancelled when the lease is lost or lapses, or at the hard deadline
