@@ -619,7 +619,13 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	if !st.Finished && !st.ClearCheckpoint && !st.Fresh && row.Finished() {
 		// A start that keeps the checkpoint (latest, a sequence start) on a
 		// shard read to its end: it is not read again, and what it
-		// delivered stands.
+		// delivered stands. The shard may have reached its end after the
+		// generation was recorded (its rule then owed the start): the
+		// configuration owes what governed the row before, as when a
+		// generation keeps the row from the first (generation).
+		if s.cfg != nil && s.cfg.order == st.Order {
+			s.cfg, s.cfgEpoch = s.row, s.epoch
+		}
 		return
 	}
 	c.reset(s)

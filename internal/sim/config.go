@@ -540,16 +540,13 @@ func Draw(seed uint64) Config {
 	// A closed shard's last record that breaks every call carrying it, in
 	// every world with calls that break and a batch that is given up at
 	// last: a parent's final batch given up with its invocation running
-	// on, just before the children open. Only without bisection, and where
-	// a run has room for two attempts after its predecessor's fence: a
-	// failure count lives in the
-	// loop's state, and an execution that fails (a store fault on its
-	// take) starts the next loop at 0, so where a run has room for one
-	// attempt only such a batch may never be given up (a limit of the
-	// reader, noted in docs/benchmarks.md).
+	// on, just before the children open. With bisection too, and in runs
+	// with room for one attempt only: the count of failed attempts lives
+	// on the row as well as in the loop's state, so a loop that ends
+	// without handing its state on (killed, or its take failed) does not
+	// start the count again.
 	rd := &c.Reader
-	if c.Faults.TargetBroken > 0 && (rd.MaxRetryAttempts >= 0 || rd.MaxRecordAge > 0) && !rd.Bisect &&
-		rd.RunLength >= 3*rd.FunctionTimeout {
+	if c.Faults.TargetBroken > 0 && (rd.MaxRetryAttempts >= 0 || rd.MaxRecordAge > 0) {
 		c.Faults.PoisonEnd = true
 	}
 	c.keepAbreast()
