@@ -621,10 +621,11 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		// shard read to its end: it is not read again, and what it
 		// delivered stands. The shard may have reached its end after the
 		// generation was recorded (its rule then owed the start): the
-		// generation keeps the row, as it does one finished when it is
-		// recorded (ruleFor), so what governed the row before is what is
-		// owed, on the row and by its children's first deliveries.
-		if r, ok := c.rules[st.Order][shardID]; ok && c.ruleInc[st.Order] == k.inc && r.order == st.Order {
+		// sequence start of the shard keeps the row, as it does one
+		// finished when it is recorded (ruleFor), so what governed the row
+		// before is what is owed, on the row and by its children's first
+		// deliveries. (A timestamp rule owes nothing after a shard's end.)
+		if r, ok := c.rules[st.Order][shardID]; ok && c.ruleInc[st.Order] == k.inc && r.kind == owesFromSeq {
 			delete(c.rules[st.Order], shardID)
 		}
 		if s.cfg != nil && s.cfg.order == st.Order {
