@@ -548,6 +548,19 @@ func Draw(seed uint64) Config {
 	rd := &c.Reader
 	if c.Faults.TargetBroken > 0 && (rd.MaxRetryAttempts >= 0 || rd.MaxRecordAge > 0) {
 		c.Faults.PoisonEnd = true
+		// Half of them run for 20 s: with a function timeout of 8 s or
+		// more, a run then has room for one attempt only (its
+		// predecessor's fence and the broken call's wait fill it), so
+		// what a run hands the next (the count, where a halving got to)
+		// is what gives the batch up at last. With bisection, a batching
+		// window gathers records before the last one into its batch, so
+		// that the halving has something to halve.
+		if f() < 0.5 {
+			rd.RunLength = 20 * time.Second
+			if rd.Bisect && rd.BatchSize > 1 && rd.BatchingWindow == 0 {
+				rd.BatchingWindow = between(time.Second, 3*time.Second)
+			}
+		}
 	}
 	c.keepAbreast()
 	sortEvents(c.Events)
