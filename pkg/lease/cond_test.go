@@ -106,7 +106,8 @@ func TestStoreConditionsAreFlatAndMeanTheSame(t *testing.T) {
 		"renew numbered":            and(writableBy("A"), or(notExists(attrWriteSeq), less(attrWriteSeq, int64(2)))),
 		"renew numbered checkpoint": forward(and(writableBy("A"), or(notExists(attrWriteSeq), less(attrWriteSeq, int64(2)))), "7"),
 		"checkpoint":                forward(writableBy("A"), "7"),
-		"set start":                 or(or(notExists(attrGenOrder), less(attrGenOrder, int64(2))), and(exists(attrIncarnation), ne(attrIncarnation, int64(9)))),
+		"set start":                 startCond(Start{Order: 2, Incarnation: 9}),
+		"set start if absent":       startCond(Start{Order: 2, Incarnation: 9, IfAbsent: true}),
 	}
 	for _, family := range []string{"", "F"} {
 		for _, ifc := range []bool{false, true} {

@@ -722,6 +722,36 @@ var coordinatorCases = []conformanceCase{
 			t.Fatal("a second IfAbsent of the same incarnation changed the row")
 		}
 	}},
+	{"SetStartOfAnEarlierIncarnationNeverLandsOnALaterOnesRow", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A coordinator still applying a generation of the deleted stream
+		// (incarnation 100) writes its start after the stream was created
+		// again (200) and its own generation reached the row: the row keeps
+		// the new stream's start, whatever the orders (world 1171: the old
+		// start made the row look stale, cleanup deleted it, and the loop
+		// opened at the tip past records the new start owed).
+		newer := lease.Start{Position: "timestamp:9", Generation: "g4", Order: 4, Incarnation: 200, Fresh: true}
+		if ok, err := s.SetStart(ctx, stream, "s1", newer); !ok || err != nil {
+			t.Fatalf("SetStart: changed %v, err %v", ok, err)
+		}
+		for _, old := range []lease.Start{
+			{Position: "timestamp:5", Generation: "g3", Order: 3, Incarnation: 100, ClearCheckpoint: true},
+			{Position: "timestamp:5", Generation: "g5", Order: 5, Incarnation: 100},
+		} {
+			if ok, err := s.SetStart(ctx, stream, "s1", old); ok || err != nil {
+				t.Fatalf("start of an earlier incarnation %+v: changed %v, err %v; want unchanged", old, ok, err)
+			}
+		}
+		// Nor on a row the new stream's loop made without a start.
+		noErr(t)(s.Take(ctx, stream, "s2", "A", lease.WithIncarnation(200)))
+		if ok, err := s.SetStart(ctx, stream, "s2", lease.Start{Position: "horizon", Generation: "g3", Order: 3, Incarnation: 100}); ok || err != nil {
+			t.Fatalf("start of an earlier incarnation on a taken row: changed %v, err %v; want unchanged", ok, err)
+		}
+		for _, id := range []string{"s1", "s2"} {
+			if got, _ := s.Get(ctx, stream, id); got.Incarnation != 200 || got.Generation == "g3" || got.Generation == "g5" {
+				t.Fatalf("row %s = %+v, want the later incarnation's", id, got)
+			}
+		}
+	}},
 	{"RevokedLeaseIsTakenOnlyByItsLoopOrOnceItLapsed", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		for _, shard := range []string{"s1", "s2"} {
 			noErr(t)(s.Take(ctx, stream, shard, "loop/r1"))

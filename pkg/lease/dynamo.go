@@ -612,18 +612,27 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 	return out, nil
 }
 
+// startCond is when SetStart writes st: over a lower generation order (or
+// no row, with IfAbsent), of the same incarnation or of none recorded; over
+// a row of an earlier incarnation of the stream whatever its order; never
+// over a row of a later incarnation (st is for a stream deleted since).
+func startCond(st Start) cond {
+	c := or(notExists(attrGenOrder), less(attrGenOrder, st.Order))
+	if st.IfAbsent {
+		c = notExists(attrKey)
+	}
+	if st.Incarnation == 0 {
+		return c
+	}
+	return or(and(c, or(notExists(attrIncarnation), eq(attrIncarnation, st.Incarnation))), less(attrIncarnation, st.Incarnation))
+}
+
 // SetStart implements CoordinatorStore.
 func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st Start) (bool, error) {
 	if err := checkStart(stream, shardID, st); err != nil {
 		return false, err
 	}
-	c := or(notExists(attrGenOrder), less(attrGenOrder, st.Order))
-	if st.IfAbsent {
-		c = notExists(attrKey)
-	}
-	if st.Incarnation != 0 { // a row of an earlier incarnation of the stream is replaced
-		c = or(c, and(exists(attrIncarnation), ne(attrIncarnation, st.Incarnation)))
-	}
+	c := startCond(st)
 	upd := expression.Set(expression.Name(attrStream), expression.Value(stream)).
 		Set(expression.Name(attrShard), expression.Value(shardID)).
 		Set(expression.Name(attrStart), expression.Value(st.Position)).

@@ -199,8 +199,9 @@ type CoordinatorStore interface {
 	// false when the row already carries this generation's order or a later
 	// one, so that overlapping coordinators record a generation once and an
 	// older one never overwrites a newer one (or, with Start.IfAbsent, when
-	// the row exists). A row of another incarnation of the stream than
-	// Start.Incarnation is always replaced. A start it records drops the
+	// the row exists). A row of an earlier incarnation of the stream than
+	// Start.Incarnation is always replaced; a row of a later one is never
+	// changed (the start is for a stream deleted since). A start it records drops the
 	// row's window (GetWindow then fails with ErrNotFound).
 	SetStart(ctx context.Context, stream, shardID string, start Start) (bool, error)
 	// Delete removes a row when its counter is still counter: the caller saw

@@ -307,7 +307,11 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 	defer m.mu.Unlock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	stale := ok && st.Incarnation != 0 && l.Incarnation != 0 && l.Incarnation != st.Incarnation
+	known := ok && st.Incarnation != 0 && l.Incarnation != 0
+	if known && l.Incarnation > st.Incarnation {
+		return false, nil // a start for a stream deleted since: the row is the new stream's
+	}
+	stale := known && l.Incarnation < st.Incarnation
 	if ok && !stale && (st.IfAbsent || l.GenerationOrder >= st.Order) {
 		return false, nil
 	}
