@@ -354,6 +354,14 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		}
 	}
 
+	if later := laterIncarnation(rows, sum.incarnation); later != 0 {
+		// The stream was deleted and created again since this pass described
+		// it: these rows are the new stream's, not stale ones of an earlier
+		// stream. Take and delete nothing; the next pass sees the new stream.
+		log.InfoContext(ctx, "the stream was created again since this pass described it; taking nothing this pass",
+			"incarnation", sum.incarnation, "rows_incarnation", later)
+		return res, nil
+	}
 	now := c.cfg.Clock() // read after the rows arrived: the watch starts no earlier than they were written
 	verdicts := make(map[string]lease.Verdict, len(rows))
 	for id, r := range rows {
@@ -726,6 +734,18 @@ func reopenedParent(s shards.Shard, row lease.Lease, rows map[string]lease.Lease
 // newer generation's) recorded, for the incarnation rec is for.
 func carries(row lease.Lease, rec lease.Generation) bool {
 	return sameIncarnation(row.Incarnation, rec.Incarnation) && row.GenerationOrder >= rec.Order
+}
+
+// laterIncarnation is the incarnation of a row written for a stream created
+// after the one of incarnation inc (0: none is).
+func laterIncarnation(rows map[string]lease.Lease, inc int64) int64 {
+	var later int64
+	for _, r := range rows {
+		if inc != 0 && r.Incarnation > inc {
+			later = max(later, r.Incarnation)
+		}
+	}
+	return later
 }
 
 // sameIncarnation reports whether two incarnations (Unix ms creation times)

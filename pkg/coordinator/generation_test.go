@@ -954,3 +954,42 @@ func TestPass_AStaleConfigurationTakesNothingOfAStreamCreatedAgain(t *testing.T)
 		t.Fatalf("the superseded configuration's pass once the new stream was begun = %+v, want it following the rows", res)
 	}
 }
+
+// TestPass_RowsOfALaterIncarnationAreNeitherTakenNorDeleted: a pass that
+// described the stream just before it was deleted and created again reads
+// rows that the new stream's coordinators wrote. They are not stale rows
+// of an earlier stream but rows of a later one: the pass deletes none and
+// takes none (deleting one dropped the start it carried, and the shard
+// was then read from its tip).
+func TestPass_RowsOfALaterIncarnationAreNeitherTakenNorDeleted(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 2)
+	store := memStore(t)
+	c := newCoordinator(t, sub(stream, "horizon"), store, kc, &recorder{})
+	first := pass(t, c)
+	if len(first.Started) != 2 {
+		t.Fatalf("first pass = %+v, want both shards started", first)
+	}
+	later := int64(0)
+	for _, l := range first.Started {
+		r := rowsOf(t, store, stream)[l.ShardID]
+		if err := store.Release(t.Context(), stream, l.ShardID, r.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+		later = r.Incarnation + 60_000
+		st := lease.Start{Position: "horizon", Generation: "g-later", Order: r.GenerationOrder + 1, Incarnation: later, Fresh: true}
+		if ok, err := store.SetStart(t.Context(), stream, l.ShardID, st); !ok || err != nil {
+			t.Fatalf("SetStart of a later incarnation: %v %v", ok, err)
+		}
+	}
+	res := pass(t, c)
+	if len(res.Started) != 0 {
+		t.Fatalf("pass over rows of a later incarnation = %+v, want nothing taken", res)
+	}
+	rows := rowsOf(t, store, stream)
+	for _, l := range first.Started {
+		if r, ok := rows[l.ShardID]; !ok || r.Incarnation != later || r.Generation != "g-later" {
+			t.Fatalf("row of %s = %+v (present %v), want the later incarnation's row kept", l.ShardID, r, ok)
+		}
+	}
+}
