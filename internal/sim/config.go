@@ -144,6 +144,11 @@ type Faults struct {
 	// SlowStart: the starts a generation records row by row succeed slowly
 	// (1 to SlowRenewMax), holding its application open.
 	SlowStart float64
+	// SlowRead: a coordinator's read of the rows (GetMany) made while a
+	// generation is applied (a start written within SlowRenewMax) answers
+	// slowly (1 to SlowRenewMax after the rows were read), so that its
+	// pass judges rows the application has moved past since.
+	SlowRead float64
 	// Kinesis reads: latency, throttles, expired iterators, internal
 	// failures (half after the call was served), ListShards limits.
 	KinesisLatency, KinesisTail       time.Duration
@@ -561,6 +566,12 @@ func Draw(seed uint64) Config {
 				rd.BatchingWindow = between(time.Second, 3*time.Second)
 			}
 		}
+	}
+	// Reads of the rows that answer slowly, in nine in ten worlds with
+	// generation races, drawn last: a pass then reads the rows while a
+	// generation is applied row by row and the record after it is done.
+	if c.Faults.SlowStart > 0 && f() < 0.9 {
+		c.Faults.SlowRead = 0.3 + rate(1, 0.6)
 	}
 	c.keepAbreast()
 	sortEvents(c.Events)
