@@ -416,6 +416,13 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		// what governed the row when that generation was recorded.
 		// (Its parents' rows may be reached first: they do not count.)
 		order = max(s.ownOrder(), s.prior)
+	case c.reopening(k, s):
+		// A newer generation keeps the row, but one it superseded before
+		// reaching the row re-opened an ancestor: the coordinator re-opens
+		// the row too (reopenedParent), and until that start lands the run
+		// reads under what governed the row when the superseded one was
+		// recorded.
+		order = max(s.appliedOrCreated(), s.prior)
 	default:
 		order = c.readOrder(k, s)
 	}
@@ -463,11 +470,50 @@ func (c *checker) readOrder(k shardKey, s *shardState) int64 {
 // history: the one that last reset it, else the one it was created under,
 // or a newer one that kept it as it was.
 func (s *shardState) ownOrder() int64 {
-	order := s.applied
-	if order == 0 {
-		order = s.created
+	return max(s.appliedOrCreated(), s.kept)
+}
+
+// appliedOrCreated is the generation that last reset shard s's row, else
+// the one it was created under.
+func (s *shardState) appliedOrCreated() int64 {
+	if s.applied == 0 {
+		return s.created
 	}
-	return max(order, s.kept)
+	return s.applied
+}
+
+// reopening reports whether a generation that keeps shard s's row as it
+// is, newer than any start that reached the row, superseded one that
+// reached an ancestor of s and not s: its coordinator re-opens the row at
+// the ancestor's start when it reaches it.
+func (c *checker) reopening(k shardKey, s *shardState) bool {
+	if s.kept <= s.applied || len(s.void) == 0 {
+		return false
+	}
+	seen := map[string]bool{}
+	var reached func(ids []string) bool
+	reached = func(ids []string) bool {
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			a := c.sh[shardKey{k.inc, id}]
+			if a == nil {
+				continue
+			}
+			for v := range s.void {
+				if a.applied >= v && v > s.applied {
+					return true
+				}
+			}
+			if reached(a.parents) {
+				return true
+			}
+		}
+		return false
+	}
+	return reached(s.parents)
 }
 
 // carriesEnd reports whether seqs hold the last record of a closed shard

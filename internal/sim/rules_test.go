@@ -126,6 +126,44 @@ func TestChecker_ARunTakenWhileAGenerationIsOnItsWay(t *testing.T) {
 	}
 }
 
+// TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened: world
+// 1,006,874. Generation 2 re-opens the parent and is superseded before it
+// reaches the child by generation 3, which keeps rows as they are (a
+// sequence start of another shard). The coordinator re-opens the child at
+// the parent's start (reopenedParent); until that start lands, a run of the
+// child reads on under what governed its row before generation 2.
+func TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened(t *testing.T) {
+	gen := func(order int64, start string, ids ...string) lease.Generation {
+		return lease.Generation{ID: fmt.Sprintf("g%d", order), Start: start, Tip: "timestamp:1000000", Order: order, Shards: ids}
+	}
+	set := func(c *checker, id string, order int64) {
+		c.setStart(id, lease.Start{Position: "horizon", Generation: fmt.Sprintf("g%d", order), Order: order, ClearCheckpoint: true}, true, lease.Lease{})
+	}
+	orderOf := func(c *checker, run string) int64 {
+		c.took(run, "loop/"+run, lease.Lease{ShardID: "C"})
+		return c.runs[runShard{run, shardKey{c.cur, "C"}}].order
+	}
+	rows := map[string]rowAt{"G": {existed: true}, "P": {existed: true}, "C": {existed: true}}
+	c := newChecker(newTracer(time.Now()))
+	c.generation(gen(1, "horizon", "G", "P", "C"), rows)
+	c.shardShape(c.cur, "P", []string{"G"}, true)
+	c.shardShape(c.cur, "C", []string{"P"}, false)
+	for _, id := range []string{"G", "P", "C"} {
+		set(c, id, 1)
+	}
+	c.generation(gen(2, "horizon", "G", "P", "C"), rows)
+	set(c, "G", 2) // the grandparent re-opened; generation 2 goes no further
+	c.generation(gen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "G", "P", "C"), rows)
+	if got := orderOf(c, "r1"); got != 1 {
+		t.Fatalf("a run of the child before its re-opening reads under %d, want 1", got)
+	}
+	set(c, "P", 3)
+	set(c, "C", 3) // reopenedParent, generation 3
+	if got := orderOf(c, "r2"); got != 3 {
+		t.Fatalf("once re-opened, a run of the child reads under %d, want 3", got)
+	}
+}
+
 // TestChecker_CarriesEnd: a poisoned end (Faults.PoisonEnd) breaks the
 // calls that carry a closed shard's last record, and no others: not the
 // last record of a shard still open, nor an earlier record of a closed one.
