@@ -168,6 +168,12 @@ type Faults struct {
 	// reads the shard to its end releases the row with a fence, which its
 	// children must wait out.
 	PoisonEnd bool
+	// PoisonKill: the share of those broken calls after which the loop
+	// that made it dies within two renewals (its host crashes on the
+	// record, say): a loop that ends without handing its state on, at
+	// nearly every attempt, so that the count of failed attempts the
+	// renewals carried on the row is what gives the batch up at last.
+	PoisonKill float64
 	// TargetNoState: with tumbling windows, the function answers without a
 	// state (a failed invocation, as Lambda's trigger counts it).
 	TargetNoState float64
@@ -530,6 +536,12 @@ func Draw(seed uint64) Config {
 		if c.Reader.FenceCut == 0 && f() < 0.5 {
 			c.Reader.FenceCut = between(500*time.Millisecond, reader.MaxFenceCut(c.Reader.Lease, c.Reader.Renew))
 		}
+		// Clocks that run 4 % apart in nine in ten: the holder measures
+		// the fence it records on its clock, the taker waits it out on
+		// its own, and the function's timeout runs on neither.
+		if f() < 0.9 {
+			c.Clocks.Drift = 0.04
+		}
 		// Local runners' coordinators relisting more often
 		// (runner.Options.RelistInterval): a taker then sees a lost
 		// holder's last renewal soon after it landed and takes the shard
@@ -565,6 +577,17 @@ func Draw(seed uint64) Config {
 			if rd.Bisect && rd.BatchSize > 1 && rd.BatchingWindow == 0 {
 				rd.BatchingWindow = between(time.Second, 3*time.Second)
 			}
+			// Nine in ten of those with clocks 4 % apart: each run hands the
+			// row back with a fence its holder measured on its clock,
+			// and the next owner waits it out on its own.
+			if f() < 0.9 {
+				c.Clocks.Drift = 0.04
+			}
+		}
+		// In two in five with a retry limit, the loop dies after most of
+		// the calls that break on the record.
+		if rd.MaxRetryAttempts >= 0 && f() < 0.4 {
+			c.Faults.PoisonKill = 0.5 + 0.5*f()
 		}
 	}
 	// Reads of the rows that answer slowly, in nine in ten worlds with
@@ -679,7 +702,7 @@ var Reductions = []struct {
 	{"no tumbling window", func(c *Config) { c.Reader.TumblingWindow = 0 }},
 	{"no partitions or pauses", func(c *Config) { c.Events = dropEvents(c.Events, Partition, Pause) }},
 	{"no strikes", func(c *Config) { c.Events = dropEvents(c.Events, Strike) }},
-	{"no poisoned end", func(c *Config) { c.Faults.PoisonEnd = false }},
+	{"no poisoned end", func(c *Config) { c.Faults.PoisonEnd, c.Faults.PoisonKill = false, 0 }},
 }
 
 func dropEvents(es []Event, kinds ...EventKind) []Event {
@@ -706,6 +729,25 @@ func MaskNames(mask uint64) string {
 		}
 	}
 	return strings.Join(ns, ", ")
+}
+
+// drainWait is how long a stream's records may take to be settled once
+// its producer stops, before it is deleted: 5 minutes, or, in a world
+// whose closed shards end in a record no call survives and that retries
+// it until it is too old, its age limit and two more minutes (the
+// attempt that finds it too old, the fence of the one before, the
+// children's opening and reading); in one whose loops die on that
+// record (PoisonKill), 10 minutes.
+func (c Config) drainWait() time.Duration {
+	if c.Faults.PoisonEnd && c.Reader.MaxRetryAttempts < 0 && c.Reader.MaxRecordAge > 0 {
+		return max(5*time.Minute, c.Reader.MaxRecordAge+2*time.Minute)
+	}
+	if c.Faults.PoisonEnd && c.Faults.PoisonKill > 0 {
+		// Each attempt then waits out a lost holder's lease and fence,
+		// and a count reaches the row only when a renewal came first.
+		return 10 * time.Minute
+	}
+	return 5 * time.Minute
 }
 
 // Summary is a one-line account of the world.

@@ -418,7 +418,8 @@ func (w *World) reshard(e Event) {
 func (w *World) recreate(e Event) {
 	w.prod.pause(true)
 	inc := w.incNow()
-	until := time.Now().Add(5 * time.Minute)
+	wait := w.cfg.drainWait()
+	until := time.Now().Add(wait)
 	for !w.chk.drained(inc) && time.Now().Before(until) {
 		time.Sleep(time.Second)
 	}
@@ -426,7 +427,7 @@ func (w *World) recreate(e Event) {
 		lost := w.chk.owedUnsettled(5)
 		w.chk.mu.Lock()
 		for _, x := range lost {
-			w.chk.fail(x.shard.key, "record %s (key %d #%d) still not settled after 5 minutes, before the stream is deleted", short(x.seq), x.key, x.n)
+			w.chk.fail(x.shard.key, "record %s (key %d #%d) still not settled after %s, before the stream is deleted", short(x.seq), x.key, x.n, wait)
 		}
 		w.chk.mu.Unlock()
 	}
