@@ -221,10 +221,30 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 			what += "; it carries the closed shard's last record, which the function hangs on"
 		}
 		w.tr.add(w.shardName(shardID), owner, "the call of %d records broke after %s (%s); the function runs on", len(seqs), time.Since(start), what)
+		if poisoned && brs.hit(f.PoisonKill) {
+			t.killAfter(shardID, owner, brs.dur(0, 2*w.cfg.Reader.Renew))
+		}
 		return 0, outBroken
 	case <-ctx.Done():
 		w.tr.add(w.shardName(shardID), owner, "caller gave up on the delivery of %d records after %s (%s); the function runs on", len(seqs), time.Since(start), why(context.Cause(ctx)))
 		return 0, outCancelled
+	}
+}
+
+// killAfter kills the loop of owner reading shardID, in t's deployment,
+// after d (Faults.PoisonKill): it ends without handing its state on.
+func (t *target) killAfter(shardID, owner string, d time.Duration) {
+	w := t.w
+	for i, dep := range w.cfg.Deployments {
+		if dep.Name != t.dep {
+			continue
+		}
+		w.bg.Go(func() {
+			time.Sleep(d)
+			if w.deps[i].kill(shardID) {
+				w.tr.add(w.shardName(shardID), owner, "its loop killed after the call broke on the poisoned record")
+			}
+		})
 	}
 }
 
