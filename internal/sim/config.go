@@ -586,8 +586,12 @@ func Draw(seed uint64) Config {
 		}
 		// In two in five with a retry limit, the loop dies after most of
 		// the calls that break on the record.
+		// Each attempt then waits out a lost holder's lease and fence, and
+		// every shard closed by a reshard ends so: such a world is given
+		// 25 minutes to drain, not 15.
 		if rd.MaxRetryAttempts >= 0 && f() < 0.4 {
 			c.Faults.PoisonKill = 0.5 + 0.5*f()
+			c.Drain = 25 * time.Minute
 		}
 	}
 	// Reads of the rows that answer slowly, in nine in ten worlds with
