@@ -381,6 +381,15 @@ func Draw(seed uint64) Config {
 	case x < 0.7:
 		c.Clocks.Drift = 0.01
 	}
+	// driftApart sets the clocks 4 % apart in nine in ten of the worlds
+	// that call it, those where a holder hands its row back with a fence
+	// measured on its clock and the next owner waits it out on its own
+	// (the function's timeout runs on neither).
+	driftApart := func() {
+		if f() < 0.9 {
+			c.Clocks.Drift = 0.04
+		}
+	}
 
 	// The timeline after the first deployments.
 	during := func() time.Duration { return between(time.Minute, c.Produce-time.Minute) }
@@ -536,12 +545,7 @@ func Draw(seed uint64) Config {
 		if c.Reader.FenceCut == 0 && f() < 0.5 {
 			c.Reader.FenceCut = between(500*time.Millisecond, reader.MaxFenceCut(c.Reader.Lease, c.Reader.Renew))
 		}
-		// Clocks that run 4 % apart in nine in ten: the holder measures
-		// the fence it records on its clock, the taker waits it out on
-		// its own, and the function's timeout runs on neither.
-		if f() < 0.9 {
-			c.Clocks.Drift = 0.04
-		}
+		driftApart()
 		// Local runners' coordinators relisting more often
 		// (runner.Options.RelistInterval): a taker then sees a lost
 		// holder's last renewal soon after it landed and takes the shard
@@ -577,18 +581,13 @@ func Draw(seed uint64) Config {
 			if rd.Bisect && rd.BatchSize > 1 && rd.BatchingWindow == 0 {
 				rd.BatchingWindow = between(time.Second, 3*time.Second)
 			}
-			// Nine in ten of those with clocks 4 % apart: each run hands the
-			// row back with a fence its holder measured on its clock,
-			// and the next owner waits it out on its own.
-			if f() < 0.9 {
-				c.Clocks.Drift = 0.04
-			}
+			driftApart() // each run hands the row back with a fence
 		}
 		// In two in five with a retry limit, the loop dies after most of
-		// the calls that break on the record.
-		// Each attempt then waits out a lost holder's lease and fence, and
-		// every shard closed by a reshard ends so: such a world is given
-		// 25 minutes to drain, not 15.
+		// the calls that break on the record. Each attempt then waits out
+		// a lost holder's lease and fence, and every shard closed by a
+		// reshard ends so: such a world is given 25 minutes to drain, not
+		// 15.
 		if rd.MaxRetryAttempts >= 0 && f() < 0.4 {
 			c.Faults.PoisonKill = 0.5 + 0.5*f()
 			c.Drain = 25 * time.Minute

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -235,17 +236,13 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 // after d (Faults.PoisonKill): it ends without handing its state on.
 func (t *target) killAfter(shardID, owner string, d time.Duration) {
 	w := t.w
-	for i, dep := range w.cfg.Deployments {
-		if dep.Name != t.dep {
-			continue
+	i := slices.IndexFunc(w.cfg.Deployments, func(d Deployment) bool { return d.Name == t.dep })
+	w.bg.Go(func() {
+		time.Sleep(d)
+		if w.deps[i].kill(shardID) {
+			w.tr.add(w.shardName(shardID), owner, "its loop killed after the call broke on the poisoned record")
 		}
-		w.bg.Go(func() {
-			time.Sleep(d)
-			if w.deps[i].kill(shardID) {
-				w.tr.add(w.shardName(shardID), owner, "its loop killed after the call broke on the poisoned record")
-			}
-		})
-	}
+	})
 }
 
 type result struct {
