@@ -466,6 +466,21 @@ func (h *Holder) SetFailing(f string) {
 	h.failing = f
 }
 
+// WriteFailing writes now, with a renewal, the Failing SetFailing last
+// recorded, when the row does not have it yet: the count of a delivery that
+// just failed reaches the row before the run could die, not only with the
+// next renewal. It is bounded by RenewInterval and writes nothing when the
+// row is up to date.
+func (h *Holder) WriteFailing(ctx context.Context) error {
+	h.mu.Lock()
+	pending := h.failingLocked() != nil
+	h.mu.Unlock()
+	if !pending {
+		return h.Valid()
+	}
+	return h.renew(ctx)
+}
+
 // failingLocked is the Failing the next write carries: nil when the row has
 // it already.
 func (h *Holder) failingLocked() *string {

@@ -379,9 +379,8 @@ func TestHolder_SettledCheckpointsRideOnTheRenewals(t *testing.T) {
 	})
 }
 
-// TestHolder_FailingRidesOnTheRenewalsAndOutlivesTheHolder: what the reader
-// records of its failing deliveries costs no write of its own; the renewal
-// after SetFailing carries it, once, and a holder that takes the row next
+// TestHolder_FailingRidesOnTheRenewalsAndOutlivesTheHolder: what SetFailing
+// records costs no write of its own; the renewal after it carries it, once, and a holder that takes the row next
 // (a new loop after a crash) starts from it.
 func TestHolder_FailingRidesOnTheRenewalsAndOutlivesTheHolder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -418,6 +417,33 @@ func TestHolder_FailingRidesOnTheRenewalsAndOutlivesTheHolder(t *testing.T) {
 		must(t, next.Release(t.Context(), ""))
 		if row, _ := mem.Get(t.Context(), stream, "s1"); row.Failing != "" {
 			t.Fatalf("row after a release with nothing failing = %q", row.Failing)
+		}
+	})
+}
+
+// TestHolder_WriteFailingWritesOnlyWhatTheRowLacks: WriteFailing sends a
+// renewal carrying what SetFailing recorded at once, and nothing when the
+// row has it already (a delivery that succeeds costs no write).
+func TestHolder_WriteFailingWritesOnlyWhatTheRowLacks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		s := &countingStore{Store: mem}
+		h := newHolder(t, s, time.Now)
+		must(t, h.WriteFailing(t.Context()))
+		h.SetFailing("seq 5, 1 attempt")
+		must(t, h.WriteFailing(t.Context()))
+		must(t, h.WriteFailing(t.Context()))
+		s.mu.Lock()
+		if want := []string{"seq 5, 1 attempt"}; !slices.Equal(s.failing, want) || s.writes["renew"] != 1 {
+			t.Errorf("renewals carried %q in %v, want %q in one renewal", s.failing, s.writes, want)
+		}
+		s.mu.Unlock()
+		h.Close() // crashed before any renewal of its own: the count is on the row
+		if row, _ := mem.Get(t.Context(), stream, "s1"); row.Failing != "seq 5, 1 attempt" {
+			t.Fatalf("row after a crash = %q, want the count WriteFailing wrote", row.Failing)
+		}
+		if err := h.WriteFailing(t.Context()); err == nil {
+			t.Fatal("WriteFailing on a closed holder: want its error")
 		}
 	})
 }

@@ -10,13 +10,14 @@ import (
 
 // The retry counts of failing deliveries live in two places: the loop's
 // state, handed from run to run, and the lease row (lease.Lease.Failing),
-// written with the renewals and the release at no write of its own. The
-// row is what a new loop starts from when the last one ended without
-// handing its state on: a Step Functions execution that failed (a crashed
-// or killed run, a Read that failed on a store fault at its take) or a
-// runner that died. Without it, a batch whose every delivery fails would
-// start again at 0 attempts with each new loop, and where loops end that
-// often it would never be given up: the shard would stop for good.
+// written with the renewals and the release, and at once after each failed
+// delivery (writeFailing): one write per failure, none while deliveries
+// succeed. The row is what a new loop starts from when the last one ended
+// without handing its state on: a Step Functions execution that failed (a
+// crashed or killed run, a Read that failed on a store fault at its take)
+// or a runner that died. Without it, a batch whose every delivery fails
+// would start again at 0 attempts with each new loop, and where loops end
+// that often it would never be given up: the shard would stop for good.
 
 // rowFailures is what the run has recorded on the row of its failing
 // deliveries, by FailingSeq. Lanes change it from their goroutines.
@@ -136,5 +137,19 @@ func (r *run) noteFailure(was, now Failure, settled []unit) {
 	}
 	if changed {
 		r.holder.SetFailing(encodeFailures(rf.by))
+	}
+}
+
+// writeFailing writes the run's failing deliveries to the row now, after a
+// delivery failed. Left to the next renewal, up to RenewInterval later, the
+// count would be lost with a run that died before it; and a loop whose runs
+// died that way each time would never give the batch up. A write that fails
+// is logged: the next renewal carries the count.
+func (r *run) writeFailing() {
+	if r.holder == nil {
+		return
+	}
+	if err := r.holder.WriteFailing(r.ctx); err != nil && !r.lost() && r.ctx.Err() == nil {
+		r.log.Warn("writing a failed delivery's count to the lease row failed; the next renewal carries it", "err", err)
 	}
 }

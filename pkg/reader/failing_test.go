@@ -1,8 +1,12 @@
 package reader
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/shardloop/shardloop/pkg/lease"
 )
@@ -67,4 +71,40 @@ func TestEncodeFailures_FitsTheRow(t *testing.T) {
 	if encodeFailures(nil) != "" {
 		t.Fatal("no failures: want the empty string")
 	}
+}
+
+// TestRun_AFailedDeliveryReachesTheRowBeforeTheRunCanDie: the count of a
+// delivery that failed is written to the row at once, not with the next
+// renewal. A run killed just after the failure (it writes nothing more)
+// leaves the count to the next loop; left to the renewal, a loop dying so
+// each time would retry the batch for good under a retry limit.
+func TestRun_AFailedDeliveryReachesTheRowBeforeTheRunCanDie(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, keys(3), 5)
+		ps := &partitionedStore{Store: m.store, loop: "A"}
+		ctx, kill := context.WithCancel(t.Context())
+		tgt := FuncTarget(func(context.Context, Batch) (int, error) {
+			go func() {
+				time.Sleep(100 * time.Millisecond) // long before the next renewal
+				ps.cut.Store(true)                 // the host dies: nothing it sends arrives
+				kill()
+			}()
+			return 0, fmt.Errorf("%w: the record is poisoned", ErrFunction)
+		})
+		o := Options{Kinesis: m.k, Store: ps, Target: tgt, BatchSize: 5, RunLength: 30 * time.Second,
+			PollInterval: 200 * time.Millisecond, RenewInterval: 3 * time.Second,
+			MaxRetryAttempts: RetryAttempts(3), RetryMin: 2 * time.Second, RetryMax: 2 * time.Second}
+		if _, err := Run(ctx, o, m.state("A")); err != nil {
+			t.Fatal(err)
+		}
+		row, err := m.store.Get(t.Context(), m.stream, m.shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := decodeFailures(row.Failing)
+		if len(fs) != 1 || fs[0].FailedAttempts != 1 || fs[0].FailingSeq != m.seqs[0] {
+			t.Fatalf("the row's Failing after the killed run is %q, want one failure of %s with 1 attempt", row.Failing, m.seqs[0])
+		}
+	})
 }

@@ -163,11 +163,13 @@ func (l *lane) deliver(us []unit) bool {
 			// Where the halving got to, carried to the next run should this
 			// one end first (a split counts no attempt).
 			l.setFail(Failure{FailingSeq: us[half.lo].seq(), FailedAttempts: p.attempts, FailingLast: us[half.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)})
+			r.writeFailing()
 			r.log.Warn("target failed; delivering the first half on its own", "seq", first, "records", half.hi-half.lo, "lane", l.id, "err", err)
 			r.wait(r.o.RetryMin)
 			continue
 		}
 		l.setFail(Failure{FailingSeq: first, FailedAttempts: f.attempts, FailingLast: us[cur.hi-1].seq(), FailedError: truncate(err.Error(), MaxFailedError)})
+		r.writeFailing()
 		if f.spent {
 			continue // given up by the plan's next step
 		}
