@@ -592,15 +592,16 @@ func (h *harness) startSlot(sl *slot, start string) error {
 		Reader: reader.Options{
 			Target:        &faults.Target{Target: h.sink(sl.i), Rates: cfg.TargetFaults, In: h.in},
 			TargetTimeout: cfg.FunctionTimeout,
-			BatchSize:     cfg.BatchSize,
+			Mapping: reader.Mapping{
+				BatchSize:             cfg.BatchSize,
+				ParallelizationFactor: cfg.ParallelizationFactor,
+			},
 			PollInterval:  cfg.Poll,
 			RunLength:     cfg.RunLength,
 			RenewInterval: cfg.Renew,
 			LeaseDuration: cfg.Lease,
 			Clock:         clock,
 			Logger:        cfg.Logger.With("runner", sl.i),
-
-			ParallelizationFactor: cfg.ParallelizationFactor,
 		},
 		RelistInterval: cfg.Relist,
 		Logger:         cfg.Logger.With("runner", sl.i),

@@ -121,7 +121,7 @@ func (d *demo) run(parent context.Context) error {
 		Kinesis:       d.kc,
 		Reader: reader.Options{
 			Target:       reader.FuncTarget(d.handle),
-			BatchSize:    100,
+			Mapping:      reader.Mapping{BatchSize: 100},
 			PollInterval: 250 * time.Millisecond,
 			RunLength:    15 * time.Second,
 			Logger:       d.log,

@@ -25,11 +25,11 @@ import (
 func TestRunFlags_FilterRepeatableUpToFiveCheckedNamingTheFlag(t *testing.T) {
 	buy, audit := `{"data": {"type": ["buy"]}}`, `{"partitionKey": [{"prefix": "audit-"}]}`
 	_, ro, err := parseRunFlags([]string{"--stream", "orders", "--filter", buy, "--filter", audit})
-	if err != nil || !slices.Equal(ro.Filters, []string{buy, audit}) {
-		t.Fatalf("two --filter: %q, %v", ro.Filters, err)
+	if err != nil || !slices.Equal(ro.FilterCriteria, []string{buy, audit}) {
+		t.Fatalf("two --filter: %q, %v", ro.FilterCriteria, err)
 	}
-	if _, ro, err := parseRunFlags([]string{"--stream", "orders"}); err != nil || len(ro.Filters) != 0 {
-		t.Fatalf("no --filter: %q, %v", ro.Filters, err)
+	if _, ro, err := parseRunFlags([]string{"--stream", "orders"}); err != nil || len(ro.FilterCriteria) != 0 {
+		t.Fatalf("no --filter: %q, %v", ro.FilterCriteria, err)
 	}
 	six := []string{"--stream", "orders"}
 	for range 6 {

@@ -176,7 +176,7 @@ func TestReset_EndToEndHorizonRedeliversFromOldestAndSequenceOpensThere(t *testi
 			Kinesis:        kc,
 			RelistInterval: 300 * time.Millisecond,
 			Reader: reader.Options{
-				Target: got.target(), BatchSize: 5, PollInterval: 100 * time.Millisecond, RunLength: 2 * time.Second,
+				Target: got.target(), Mapping: reader.Mapping{BatchSize: 5}, PollInterval: 100 * time.Millisecond, RunLength: 2 * time.Second,
 				RenewInterval: 500 * time.Millisecond, LeaseDuration: leaseFor, Hooks: rec, Lag: rec.Lag,
 			},
 		})

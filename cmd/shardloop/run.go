@@ -224,7 +224,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Subscriptions: []coordinator.Subscription{{Stream: streamARN, Start: f.start, CreateShards: f.create, DeployedAt: deployed}},
 		Store:         store,
 		Kinesis:       kc,
-		Reader:        withPolicy(reader.Options{Target: tgt, BatchSize: int32(f.batch), PollInterval: f.poll, RunLength: f.runLength, Hooks: prog, Lag: rec.Lag, Logger: log}, ro),
+		Reader:        withPolicy(reader.Options{Target: tgt, Mapping: reader.Mapping{BatchSize: int32(f.batch)}, PollInterval: f.poll, RunLength: f.runLength, Hooks: prog, Lag: rec.Lag, Logger: log}, ro),
 		StopTimeout:   stopTimeout(ro.TargetTimeout),
 		// Runners on one table share its shards (docs/operations.md, runners).
 		Balance: &runner.Balance{},
@@ -364,7 +364,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 	if err := lambdaenv.RetryAttemptsLimit.Check(p.retries); err != nil {
 		return o, bad("--max-retry-attempts %d: %v", p.retries, err)
 	}
-	o.MaxRetryAttempts = reader.RetryAttempts(p.retries)
+	o.MaximumRetryAttempts = reader.RetryAttempts(p.retries)
 	if p.age != "-1" && p.age != "" {
 		d, err := time.ParseDuration(p.age)
 		if err == nil {
@@ -373,7 +373,7 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 		if err != nil {
 			return o, bad("--max-record-age %s: want -1 (no limit) or %s", p.age, lambdaenv.RecordAgeLimit.Want())
 		}
-		o.MaxRecordAge = d
+		o.MaximumRecordAge = d
 	}
 	if err := lambdaenv.BatchingWindowLimit.Check(p.window); err != nil || (p.window > 0 && p.window >= runLength) {
 		return o, bad("--batching-window %s: want %s, shorter than --run-length (%s)", p.window, lambdaenv.BatchingWindowLimit.Want(), runLength)
@@ -383,21 +383,21 @@ func (p *policyFlags) options(runLength time.Duration) (reader.Options, error) {
 			return o, bad("--on-failure-destination %s: want %s", p.destination, reader.DestinationForms)
 		}
 	}
-	o.BisectOnError, o.BatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate
+	o.BisectBatchOnFunctionError, o.MaximumBatchingWindow, o.Deaggregate = p.bisect, p.window, p.deaggregate
 	if err := p.filters.check(); err != nil {
 		return o, err
 	}
-	o.Filters = p.filters
+	o.FilterCriteria = p.filters
 	return o, nil
 }
 
 // withPolicy sets p's failure policy and batching fields on o.
 func withPolicy(o, p reader.Options) reader.Options {
-	o.MaxRetryAttempts, o.MaxRecordAge, o.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
-	o.OnFailure, o.BatchingWindow, o.Deaggregate = p.OnFailure, p.BatchingWindow, p.Deaggregate
+	o.MaximumRetryAttempts, o.MaximumRecordAge, o.BisectBatchOnFunctionError = p.MaximumRetryAttempts, p.MaximumRecordAge, p.BisectBatchOnFunctionError
+	o.OnFailure, o.MaximumBatchingWindow, o.Deaggregate = p.OnFailure, p.MaximumBatchingWindow, p.Deaggregate
 	o.TargetTimeout, o.Fence, o.ParallelizationFactor = p.TargetTimeout, p.Fence, p.ParallelizationFactor
 	o.TumblingWindow = p.TumblingWindow
-	o.Filters, o.ReadAheadBytes = p.Filters, p.ReadAheadBytes
+	o.FilterCriteria, o.ReadAheadBytes = p.FilterCriteria, p.ReadAheadBytes
 	return o
 }
 

@@ -23,7 +23,7 @@ func TestRunFlags_FailurePolicyDefaultsRetryForever(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.MaxRetryAttempts != nil || o.MaxRecordAge != 0 || o.BisectOnError || o.BatchingWindow != 0 || o.Deaggregate || p.destination != "" {
+	if o.MaximumRetryAttempts != nil || o.MaximumRecordAge != 0 || o.BisectBatchOnFunctionError || o.MaximumBatchingWindow != 0 || o.Deaggregate || p.destination != "" {
 		t.Fatalf("defaults %+v", o)
 	}
 }
@@ -35,7 +35,7 @@ func TestRunFlags_OnFailureRetryAttemptsRecordAgeBisectBatchingWindowDeaggregate
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *o.MaxRetryAttempts != 2 || o.MaxRecordAge != time.Hour || !o.BisectOnError || o.BatchingWindow != 5*time.Second || !o.Deaggregate {
+	if *o.MaximumRetryAttempts != 2 || o.MaximumRecordAge != time.Hour || !o.BisectBatchOnFunctionError || o.MaximumBatchingWindow != 5*time.Second || !o.Deaggregate {
 		t.Fatalf("options %+v", o)
 	}
 	for _, args := range [][]string{

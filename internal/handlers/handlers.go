@@ -134,7 +134,7 @@ func NewShardReader(ctx context.Context, env lambdaenv.Reader, cfg aws.Config, l
 		Kinesis:       kc,
 		Store:         store,
 		Target:        target,
-		BatchSize:     env.BatchSize,
+		Mapping:       reader.Mapping{BatchSize: env.BatchSize},
 		PollInterval:  env.PollInterval,
 		RunLength:     env.RunLength,
 		MaxIterations: env.MaxIterations,
@@ -143,11 +143,11 @@ func NewShardReader(ctx context.Context, env lambdaenv.Reader, cfg aws.Config, l
 		Logger:        log,
 	}
 	p := env.ReaderPolicy()
-	opts.MaxRetryAttempts, opts.MaxRecordAge, opts.BisectOnError = p.MaxRetryAttempts, p.MaxRecordAge, p.BisectOnError
-	opts.BatchingWindow, opts.Deaggregate = p.BatchingWindow, p.Deaggregate
+	opts.MaximumRetryAttempts, opts.MaximumRecordAge, opts.BisectBatchOnFunctionError = p.MaximumRetryAttempts, p.MaximumRecordAge, p.BisectBatchOnFunctionError
+	opts.MaximumBatchingWindow, opts.Deaggregate = p.MaximumBatchingWindow, p.Deaggregate
 	opts.TargetTimeout, opts.Fence = timeout, h.fence
 	opts.ParallelizationFactor, opts.TumblingWindow = p.ParallelizationFactor, p.TumblingWindow
-	opts.Filters, opts.ReadAheadBytes = p.Filters, p.ReadAheadBytes
+	opts.FilterCriteria, opts.ReadAheadBytes = p.FilterCriteria, p.ReadAheadBytes
 	if opts.OnFailure, err = OnFailureDestination(env.OnFailure, cfg); err != nil {
 		return nil, err
 	}

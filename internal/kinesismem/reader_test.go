@@ -56,7 +56,7 @@ func TestReader_ReadsASplitShardToItsEndInVirtualTime(t *testing.T) {
 			}
 			return len(b.Records), nil
 		})
-		opts := reader.Options{Kinesis: k, Store: store, Target: target, BatchSize: 1000}
+		opts := reader.Options{Kinesis: k, Store: store, Target: target, Mapping: reader.Mapping{BatchSize: 1000}}
 		st := reader.State{Stream: "orders", ShardID: shardN(0), Owner: "loop-1"}
 		start := time.Now()
 		for i := 0; ; i++ {

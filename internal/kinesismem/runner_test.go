@@ -50,7 +50,7 @@ func TestRunner_DeliversEveryRecordThroughASplitInVirtualTime(t *testing.T) {
 		r, err := runner.New(runner.Options{
 			Subscriptions: []coordinator.Subscription{{Stream: "orders", Start: "horizon", CreateShards: 2}},
 			Store:         store, Kinesis: k,
-			Reader: reader.Options{Target: target, BatchSize: 100},
+			Reader: reader.Options{Target: target, Mapping: reader.Mapping{BatchSize: 100}},
 		})
 		if err != nil {
 			t.Fatal(err)

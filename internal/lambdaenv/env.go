@@ -145,17 +145,19 @@ type Reader struct {
 // batching; the handler sets the on-failure destination itself.
 func (r Reader) ReaderPolicy() reader.Options {
 	return reader.Options{
-		MaxRetryAttempts: reader.RetryAttempts(r.MaxRetryAttempts),
-		MaxRecordAge:     r.MaxRecordAge,
-		BisectOnError:    r.BisectOnError,
-		BatchingWindow:   r.BatchingWindow,
-		Deaggregate:      r.Deaggregate,
-		TargetTimeout:    r.knownTargetTimeout(),
+		Mapping: reader.Mapping{
+			MaximumRetryAttempts:       reader.RetryAttempts(r.MaxRetryAttempts),
+			MaximumRecordAge:           r.MaxRecordAge,
+			BisectBatchOnFunctionError: r.BisectOnError,
+			MaximumBatchingWindow:      r.BatchingWindow,
+			ParallelizationFactor:      r.ParallelizationFactor,
+			TumblingWindow:             r.TumblingWindow,
+			FilterCriteria:             r.Filters,
+		},
+		Deaggregate:   r.Deaggregate,
+		TargetTimeout: r.knownTargetTimeout(),
 
-		ParallelizationFactor: r.ParallelizationFactor,
-		TumblingWindow:        r.TumblingWindow,
-		Filters:               r.Filters,
-		ReadAheadBytes:        r.ReadAheadMiB << 20,
+		ReadAheadBytes: r.ReadAheadMiB << 20,
 	}
 }
 

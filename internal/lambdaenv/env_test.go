@@ -152,7 +152,7 @@ func TestReaderFromEnv_FailurePolicyDefaultsKeepRetryingForever(t *testing.T) {
 		t.Fatalf("failure policy defaults %+v", r)
 	}
 	o := r.ReaderPolicy()
-	if o.MaxRetryAttempts != nil || o.MaxRecordAge != 0 || o.BisectOnError || o.BatchingWindow != 0 || o.Deaggregate {
+	if o.MaximumRetryAttempts != nil || o.MaximumRecordAge != 0 || o.BisectBatchOnFunctionError || o.MaximumBatchingWindow != 0 || o.Deaggregate {
 		t.Fatalf("reader options %+v, want the zero failure policy", o)
 	}
 	// What infra/ and template/ write for the defaults parses the same.
@@ -183,7 +183,7 @@ func TestReaderFromEnv_OnFailureRetryAttemptsRecordAgeBisectBatchingWindowDeaggr
 		r.BatchingWindow != 5*time.Second || !r.Deaggregate {
 		t.Fatalf("reader env %+v", r)
 	}
-	if o := r.ReaderPolicy(); o.MaxRetryAttempts == nil || *o.MaxRetryAttempts != 2 {
+	if o := r.ReaderPolicy(); o.MaximumRetryAttempts == nil || *o.MaximumRetryAttempts != 2 {
 		t.Fatalf("reader options %+v", o)
 	}
 	base := map[string]string{"SHARDLOOP_LEASE_TABLE": "t", "SHARDLOOP_TARGET_FUNCTION": "f"}

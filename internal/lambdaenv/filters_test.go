@@ -25,12 +25,12 @@ func TestReaderFromEnv_FilterCriteriaIsTheTriggersJSONCheckedAtColdStart(t *test
 	}
 	for _, v := range []string{"", "{}", `{"Filters": []}`} {
 		r, err := lambdaenv.ReaderFromEnv(getenv(with(v)))
-		if err != nil || len(r.ReaderPolicy().Filters) != 0 {
+		if err != nil || len(r.ReaderPolicy().FilterCriteria) != 0 {
 			t.Errorf("SHARDLOOP_FILTER_CRITERIA=%q: %v, %v; want no filters", v, r.Filters, err)
 		}
 	}
 	r, err := lambdaenv.ReaderFromEnv(getenv(with(`{"Filters": [{"Pattern": "{\"data\": {\"type\": [\"buy\"]}}"}, {"Pattern": "{\"partitionKey\": [{\"prefix\": \"audit-\"}]}"}]}`)))
-	if want := []string{`{"data": {"type": ["buy"]}}`, `{"partitionKey": [{"prefix": "audit-"}]}`}; err != nil || !slices.Equal(r.ReaderPolicy().Filters, want) {
+	if want := []string{`{"data": {"type": ["buy"]}}`, `{"partitionKey": [{"prefix": "audit-"}]}`}; err != nil || !slices.Equal(r.ReaderPolicy().FilterCriteria, want) {
 		t.Fatalf("two filters: %q, %v; want %q", r.Filters, err, want)
 	}
 	six := `{"Filters": [` + strings.Repeat(`{"Pattern": "{\"data\": {\"a\": [1]}}"},`, 5) + `{"Pattern": "{\"data\": {\"a\": [1]}}"}]}`

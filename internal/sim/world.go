@@ -467,13 +467,19 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 	rc := w.cfg.Reader
 	o := reader.Options{
 		Kinesis: kin, Store: st, Target: tgt,
-		BatchSize: rc.BatchSize, PollInterval: rc.Poll, RunLength: rc.RunLength,
+		Mapping: reader.Mapping{
+			BatchSize:                  rc.BatchSize,
+			MaximumRetryAttempts:       reader.RetryAttempts(rc.MaxRetryAttempts),
+			BisectBatchOnFunctionError: rc.Bisect,
+			MaximumRecordAge:           rc.MaxRecordAge,
+			ParallelizationFactor:      rc.ParallelizationFactor,
+			MaximumBatchingWindow:      rc.BatchingWindow,
+			FilterCriteria:             rc.Filters,
+			TumblingWindow:             rc.TumblingWindow,
+		},
+		PollInterval: rc.Poll, RunLength: rc.RunLength,
 		MaxIterations: rc.MaxIterations, RenewInterval: rc.Renew, LeaseDuration: rc.Lease,
-		TargetTimeout: w.targetTimeout(dep), Fence: w.fence(dep), MaxRetryAttempts: reader.RetryAttempts(rc.MaxRetryAttempts),
-		BisectOnError: rc.Bisect, MaxRecordAge: rc.MaxRecordAge,
-		ParallelizationFactor: rc.ParallelizationFactor, BatchingWindow: rc.BatchingWindow,
-		Filters: rc.Filters, TumblingWindow: rc.TumblingWindow,
-		Clock:  clock.Now,
+		TargetTimeout: w.targetTimeout(dep), Fence: w.fence(dep), Clock: clock.Now,
 		Logger: slog.New(slog.DiscardHandler),
 		Hooks:  hooks{w: w},
 		Lag:    w.lag, // as the shardreader handler and cmd/shardloop run do
@@ -482,7 +488,7 @@ func (w *World) readerOptions(dep string, clock hostClock, kin reader.KinesisAPI
 		o.OnFailure = &destination{w: w, dep: dep}
 	}
 	if w.cfg.Sabotage == Unfiltered {
-		o.Filters = nil
+		o.FilterCriteria = nil
 	}
 	if w.cfg.ReaderHook != nil {
 		w.cfg.ReaderHook(dep, &o)

@@ -192,7 +192,7 @@ func BenchmarkReaderThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		st := State{Stream: "bench", ShardID: "shardId-000000000000", Owner: "bench-owner"}
-		opts := Options{Kinesis: kin, Store: store, Target: tgt, BatchSize: batch, RunLength: MaxRunLength, NoReadPacing: true}
+		opts := Options{Kinesis: kin, Store: store, Target: tgt, Mapping: Mapping{BatchSize: batch}, RunLength: MaxRunLength, NoReadPacing: true}
 		start := time.Now()
 		for {
 			st, err = Run(context.Background(), opts, st)
@@ -287,7 +287,7 @@ func drain(b *testing.B, n, batch, factor int, took time.Duration, size int, def
 		return len(bt.Records), nil
 	})
 	rc := &benchReads{KinesisAPI: k}
-	opts := Options{Kinesis: rc, Store: store, Target: tgt, BatchSize: int32(batch), ParallelizationFactor: factor, RunLength: MaxRunLength}
+	opts := Options{Kinesis: rc, Store: store, Target: tgt, Mapping: Mapping{BatchSize: int32(batch), ParallelizationFactor: factor}, RunLength: MaxRunLength}
 	if defaults {
 		opts.RunLength = 0
 	}

@@ -130,7 +130,7 @@ func (c *cursor) read(waits context.Context, limit int32) readOut {
 		if len(recs) > 0 && c.firstSeq == "" {
 			c.firstSeq = aws.ToString(recs[0].SequenceNumber)
 		}
-		if fill := r.windowFill(); r.o.BatchingWindow > 0 && len(recs) > 0 && len(recs) < int(fill) && next != nil {
+		if fill := r.windowFill(); r.o.MaximumBatchingWindow > 0 && len(recs) > 0 && len(recs) < int(fill) && next != nil {
 			recs, next, issued = c.fill(waits, recs, next, issued, fill)
 			behind = behind || len(recs) >= int(fill)
 		}
@@ -205,7 +205,7 @@ func (c *cursor) paced(ctx context.Context) bool {
 // GetRecords calls per second.
 const minReadGap = 200 * time.Millisecond
 
-// fill gathers a batch for BatchingWindow: after a read that returned
+// fill gathers a batch for MaximumBatchingWindow: after a read that returned
 // fewer than limit records (windowFill; recs, read with an iterator issued
 // at first), it reads again every PollInterval (at least 200 ms apart) with
 // the next iterator, until limit records that pass the filters or
@@ -216,7 +216,7 @@ const minReadGap = 200 * time.Millisecond
 func (c *cursor) fill(waits context.Context, recs []types.Record, next *string, first time.Time, limit int32) ([]types.Record, *string, time.Time) {
 	r := c.r
 	ctx := r.ctx
-	until := minTime(first.Add(r.o.BatchingWindow), r.stopTime())
+	until := minTime(first.Add(r.o.MaximumBatchingWindow), r.stopTime())
 	issued := first
 	total := size(recs)
 	gap := max(r.o.PollInterval, minReadGap)

@@ -20,6 +20,12 @@
 // rule). One goroutine of the run routes records to lanes, hands out
 // batches, starts reads and writes checkpoints; the others report to it.
 //
+// Options.Mapping holds what a Lambda event source mapping on the stream
+// would set (BatchSize, MaximumBatchingWindow, ParallelizationFactor,
+// FilterCriteria, the failure policy, TumblingWindow), one field for each
+// of its settings and under its name; the rest of Options is the reader's
+// own.
+//
 // With ParallelizationFactor N > 1 (as Lambda's, 1 to 10) the records go
 // to N lanes by a hash of their partition key: each lane delivers its keys'
 // records in order, one batch in flight, and the lanes deliver
@@ -45,23 +51,23 @@
 //     checkpointed, and the lease stays renewed. By default this lasts until
 //     the target accepts the record or the record leaves the stream's
 //     retention, blocking the shard: alarm on Hooks.TargetError. The failure
-//     policy changes that (docs/failure-policy.md): MaxRetryAttempts and
-//     MaxRecordAge give records up, BisectOnError splits a failing batch to
-//     isolate the bad records, and OnFailure receives a FailureRecord (the
-//     shape of Lambda's on-failure record) before the checkpoint passes a
-//     given-up batch. Without a destination a given-up batch is logged at
+//     policy changes that (docs/failure-policy.md): MaximumRetryAttempts
+//     and MaximumRecordAge give records up, BisectBatchOnFunctionError
+//     splits a failing batch to isolate the bad records, and OnFailure
+//     receives a FailureRecord (the shape of Lambda's on-failure record)
+//     before the checkpoint passes a given-up batch. Without a destination a given-up batch is logged at
 //     error level and reported to Hooks.BatchGivenUp: never silent.
 //   - A KPL-aggregated record is not delivered: it is reported as an
 //     AggregatedRecordError (error log, Hooks.AggregatedRecord) and the
 //     checkpoint moves past it, so one such record cannot block the shard.
 //     With Deaggregate its user records are delivered instead (Batch.Subs),
 //     and settle together; a corrupt aggregate is still reported.
-//   - Filters (Lambda's FilterCriteria, pkg/filter) drop the records that
-//     match no pattern before batching: they are never delivered, the
+//   - FilterCriteria (Lambda's, pkg/filter) drops the records that match
+//     no pattern before batching: they are never delivered, the
 //     checkpoint passes them, and a read of nothing but them costs no
 //     delivery. A Hooks that is also an EventCounter counts the records as
 //     the trigger's EventCount metrics and IteratorAge do.
-//   - BatchingWindow gathers several reads into one delivery, up to
+//   - MaximumBatchingWindow gathers several reads into one delivery, up to
 //     BatchSize records (that pass the filters) or MaxBatchBytes.
 //   - A throttled read waits PollInterval and retries the same iterator; any
 //     other read error waits ReadErrorWait and retries it; the 11th

@@ -15,7 +15,7 @@ type EventCounter interface {
 	// A record read again (after a takeover, or to pass what an earlier run
 	// settled) counts again.
 	EventsPolled(stream, shardID string, n int)
-	// EventsFilteredOut: n records matched none of Options.Filters and were
+	// EventsFilteredOut: n records matched none of Options.FilterCriteria and were
 	// consumed without being delivered (FilteredOutEventCount).
 	EventsFilteredOut(stream, shardID string, n int)
 	// EventsInvoked: one delivery sent n records to the target
@@ -28,7 +28,7 @@ type EventCounter interface {
 	// (FailedInvokeEventCount). Counted at each failed delivery.
 	EventsFailedInvoke(stream, shardID string, n int)
 	// EventsDropped: n records were given up under the failure policy
-	// (MaxRetryAttempts, MaxRecordAge) with no on-failure destination, so
+	// (MaximumRetryAttempts, MaximumRecordAge) with no on-failure destination, so
 	// nothing but the log and this count holds them (DroppedEventCount).
 	EventsDropped(stream, shardID string, n int)
 	// EventsOnFailureDelivered: n records were given up and the on-failure

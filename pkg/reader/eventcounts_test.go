@@ -78,8 +78,12 @@ func TestRun_EventCount_EachCountUnderTheTriggersMeaning(t *testing.T) {
 					return c.p.fail(n, b)
 				}}
 				counts := &eventCounts{}
-				o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 5, Filters: []string{buyFilter},
-					Hooks: counts, RunLength: 5 * time.Second, RetryMin: 10 * time.Millisecond, MaxRetryAttempts: c.p.retry}
+				o := Options{Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{
+					BatchSize:            5,
+					FilterCriteria:       []string{buyFilter},
+					MaximumRetryAttempts: c.p.retry,
+				},
+					Hooks: counts, RunLength: 5 * time.Second, RetryMin: 10 * time.Millisecond}
 				sends := 0
 				if c.p.dest {
 					o.OnFailure = DestinationFunc(func(context.Context, FailureRecord) error {
@@ -124,7 +128,7 @@ func TestRun_EventCount_HooksWithoutEventCounterAreNotAsked(t *testing.T) {
 		m := newMemStream(t)
 		m.putOrders(t, keys(2), 10, func(i int) string { return fmt.Sprint([]string{"buy", "sell"}[i%2]) })
 		h := &deliveredOnly{}
-		o := Options{Kinesis: m.k, Store: m.store, Target: &orderTarget{}, Filters: []string{buyFilter}, Hooks: h, RunLength: 2 * time.Second}
+		o := Options{Kinesis: m.k, Store: m.store, Target: &orderTarget{}, Mapping: Mapping{FilterCriteria: []string{buyFilter}}, Hooks: h, RunLength: 2 * time.Second}
 		if _, err := Run(t.Context(), o, m.state("A")); err != nil {
 			t.Fatal(err)
 		}

@@ -55,6 +55,8 @@ func Example() {
 			}
 			return len(b.Records), nil // all settled
 		}),
+		// The settings of Lambda's event source mapping, under its names.
+		Mapping: reader.Mapping{BatchSize: 100},
 	}
 	st := reader.State{Stream: "orders", ShardID: "shardId-000000000000", Owner: "loop-1"}
 	for {

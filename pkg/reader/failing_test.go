@@ -92,9 +92,13 @@ func TestRun_AFailedDeliveryReachesTheRowBeforeTheRunCanDie(t *testing.T) {
 			}()
 			return 0, fmt.Errorf("%w: the record is poisoned", ErrFunction)
 		})
-		o := Options{Kinesis: m.k, Store: ps, Target: tgt, BatchSize: 5, RunLength: 30 * time.Second,
+		o := Options{Kinesis: m.k, Store: ps, Target: tgt, Mapping: Mapping{
+			BatchSize:            5,
+			MaximumRetryAttempts: RetryAttempts(3),
+		},
+			RunLength:    30 * time.Second,
 			PollInterval: 200 * time.Millisecond, RenewInterval: 3 * time.Second,
-			MaxRetryAttempts: RetryAttempts(3), RetryMin: 2 * time.Second, RetryMax: 2 * time.Second}
+			RetryMin: 2 * time.Second, RetryMax: 2 * time.Second}
 		if _, err := Run(ctx, o, m.state("A")); err != nil {
 			t.Fatal(err)
 		}

@@ -21,10 +21,10 @@ import (
 
 // The conditions of a FailureRecord, named as Lambda names them.
 const (
-	// ConditionRetryAttemptsExhausted: the batch failed MaxRetryAttempts+1
+	// ConditionRetryAttemptsExhausted: the batch failed MaximumRetryAttempts+1
 	// deliveries.
 	ConditionRetryAttemptsExhausted = "RetryAttemptsExhausted"
-	// ConditionRecordAgeExceeded: the records were older than MaxRecordAge.
+	// ConditionRecordAgeExceeded: the records were older than MaximumRecordAge.
 	ConditionRecordAgeExceeded = "RecordAgeExceeded"
 )
 

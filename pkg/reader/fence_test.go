@@ -187,7 +187,7 @@ func TestRun_ACancelledInvocationRunsOnAndTheNextOwnerWaitsForIt(t *testing.T) {
 				m.put(t, keys(5), 60)
 				fm := newFunctionModel(func(Batch) time.Duration { return took })
 				ps := &partitionedStore{Store: m.store, loop: "A"}
-				o := Options{Kinesis: m.k, Store: ps, Target: fm, BatchSize: 5, RunLength: 5 * time.Minute,
+				o := Options{Kinesis: m.k, Store: ps, Target: fm, Mapping: Mapping{BatchSize: 5}, RunLength: 5 * time.Minute,
 					PollInterval: 200 * time.Millisecond, RetryMin: 100 * time.Millisecond, RetryMax: time.Second,
 					TargetTimeout: 4 * time.Second} // the function's configured timeout
 				go func() {
@@ -231,7 +231,7 @@ func TestRun_ARetriedRunWaitsForTheRunItRetries(t *testing.T) {
 		m := newMemStream(t)
 		m.put(t, keys(5), 200)
 		fm := newFunctionModel(func(Batch) time.Duration { return 400 * time.Millisecond })
-		o := Options{Kinesis: m.k, Store: m.store, Target: fm, BatchSize: 5, RunLength: 5 * time.Second,
+		o := Options{Kinesis: m.k, Store: m.store, Target: fm, Mapping: Mapping{BatchSize: 5}, RunLength: 5 * time.Second,
 			PollInterval: 200 * time.Millisecond, TargetTimeout: time.Second}
 		st := m.state("A")
 		var first, retried State
@@ -278,7 +278,7 @@ func TestRun_ALoopWaitsOutItsCrashedRunAcrossShortRuns(t *testing.T) {
 		m.put(t, keys(3), 30)
 		fm := newFunctionModel(func(Batch) time.Duration { return 3 * time.Second })
 		ps := &partitionedStore{Store: m.store, loop: "A"}
-		o := Options{Kinesis: m.k, Store: ps, Target: fm, BatchSize: 5, RunLength: 7 * time.Second,
+		o := Options{Kinesis: m.k, Store: ps, Target: fm, Mapping: Mapping{BatchSize: 5}, RunLength: 7 * time.Second,
 			PollInterval: 200 * time.Millisecond, TargetTimeout: 6 * time.Second}
 		ctx, crash := context.WithCancel(t.Context())
 		go func() {

@@ -10,7 +10,7 @@ import (
 	"github.com/shardloop/shardloop/pkg/filter"
 )
 
-// FilterError is a refused Options.Filters: Err names the filter (counted
+// FilterError is a refused Options.FilterCriteria: Err names the filter (counted
 // from 1 in the message), where in its pattern the problem is and what it
 // is, or the list as a whole (too many filters). It matches ErrInvalid and
 // unwraps to Err, which matches filter.ErrInvalid.
@@ -18,7 +18,7 @@ type FilterError struct {
 	Err *filter.Error
 }
 
-func (e *FilterError) Error() string { return "reader: invalid Filters: " + e.Err.Error() }
+func (e *FilterError) Error() string { return "reader: invalid FilterCriteria: " + e.Err.Error() }
 
 // Is reports whether target is ErrInvalid.
 func (e *FilterError) Is(target error) bool { return target == ErrInvalid }
@@ -27,7 +27,7 @@ func (e *FilterError) Is(target error) bool { return target == ErrInvalid }
 func (e *FilterError) Unwrap() error { return e.Err }
 
 // CompileFilters checks and compiles the patterns of a FilterCriteria as
-// Options.Filters takes them: at most MaxFilters, each in the syntax of
+// Options.FilterCriteria takes them: at most MaxFilters, each in the syntax of
 // Lambda's event filtering (pkg/filter). A bad list is a *FilterError. The
 // functions, the CLI and the CDK construct check their filters with it.
 func CompileFilters(patterns []string) (*filter.Set, error) {
@@ -46,13 +46,13 @@ func CompileFilters(patterns []string) (*filter.Set, error) {
 	return set, nil
 }
 
-// compileFilters checks Filters and keeps them compiled for the run.
+// compileFilters checks FilterCriteria and keeps them compiled for the run.
 func (o *Options) compileFilters() error {
 	o.filters = nil
-	if len(o.Filters) == 0 {
+	if len(o.FilterCriteria) == 0 {
 		return nil
 	}
-	set, err := CompileFilters(o.Filters)
+	set, err := CompileFilters(o.FilterCriteria)
 	if err != nil {
 		return err
 	}

@@ -207,8 +207,12 @@ func TestRun_Filter_DeliversOnlyMatchingRecordsInFullBatchesAndPassesTheRest(t *
 				}}
 				ps := &passStore{Store: m.store, m: m, passing: setOf(by["buy"]), tgt: tgt}
 				counts := &eventCounts{}
-				o := Options{Kinesis: m.k, Store: ps, Target: tgt, BatchSize: 20, ParallelizationFactor: factor,
-					Filters: []string{buyFilter}, Hooks: counts, RunLength: time.Minute}
+				o := Options{Kinesis: m.k, Store: ps, Target: tgt, Mapping: Mapping{
+					BatchSize:             20,
+					ParallelizationFactor: factor,
+					FilterCriteria:        []string{buyFilter},
+				},
+					Hooks: counts, RunLength: time.Minute}
 				st := runLoop(t, o, m.state("A"), 3, nil)
 				if st.Reason != ReasonShardEnd {
 					t.Fatalf("ended %q", st.Reason)
@@ -266,8 +270,12 @@ func TestRun_Filter_AllFilteredCostsNoInvocationAndTheCheckpointMovesPast(t *tes
 				m.putOrders(t, keys(5), 300, func(int) string { return "sell" })
 				tgt := &orderTarget{}
 				counts := &eventCounts{}
-				o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 50, ParallelizationFactor: factor,
-					Filters: []string{buyFilter}, Hooks: counts, RunLength: 3 * time.Second}
+				o := Options{Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{
+					BatchSize:             50,
+					ParallelizationFactor: factor,
+					FilterCriteria:        []string{buyFilter},
+				},
+					Hooks: counts, RunLength: 3 * time.Second}
 				st, err := Run(t.Context(), o, m.state("A"))
 				if err != nil || !st.Continue {
 					t.Fatalf("Run = %+v, %v", st, err)
@@ -315,8 +323,12 @@ func TestRun_Filter_FilteredRecordsBeforeAFailingOneDoNotHoldTheCheckpointBack(t
 					return len(b.Records), nil
 				}}
 				counts := &eventCounts{}
-				o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 10, ParallelizationFactor: factor,
-					Filters: []string{buyFilter}, Hooks: counts, RunLength: 3 * time.Second, RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond}
+				o := Options{Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{
+					BatchSize:             10,
+					ParallelizationFactor: factor,
+					FilterCriteria:        []string{buyFilter},
+				},
+					Hooks: counts, RunLength: 3 * time.Second, RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond}
 				st, err := Run(t.Context(), o, m.state("A"))
 				if err != nil || !st.Continue {
 					t.Fatalf("Run = %+v, %v", st, err)
@@ -353,12 +365,12 @@ func TestOptions_FilterErrorsNameTheFilterAndTheProblem(t *testing.T) {
 		filters []string
 		want    []string
 	}{
-		{six, []string{"Filters", "6 filters", "at most 5"}},
-		{[]string{buyFilter, `{"data": {"amount": [{"numeric": [">", 0, "<"]}]}}`}, []string{"Filters", "filter 2", "data.amount[0].numeric", "operator and value pairs"}},
+		{six, []string{"FilterCriteria", "6 filters", "at most 5"}},
+		{[]string{buyFilter, `{"data": {"amount": [{"numeric": [">", 0, "<"]}]}}`}, []string{"FilterCriteria", "filter 2", "data.amount[0].numeric", "operator and value pairs"}},
 		{[]string{`{"data": {"name": [{"wildcard": "a*"}]}}`}, []string{"filter 1", "wildcard"}},
 		{[]string{`not json`}, []string{"filter 1", "not valid JSON"}},
 	} {
-		o := Options{Kinesis: &faultKinesis{}, Store: &spyStore{}, Target: FuncTarget(nil), Filters: c.filters}
+		o := Options{Kinesis: &faultKinesis{}, Store: &spyStore{}, Target: FuncTarget(nil), Mapping: Mapping{FilterCriteria: c.filters}}
 		o.setDefaults()
 		err := o.validate()
 		var fe *filter.Error
@@ -372,7 +384,7 @@ func TestOptions_FilterErrorsNameTheFilterAndTheProblem(t *testing.T) {
 			}
 		}
 	}
-	o := Options{Kinesis: &faultKinesis{}, Store: &spyStore{}, Target: FuncTarget(nil), Filters: slices.Repeat([]string{buyFilter}, MaxFilters)}
+	o := Options{Kinesis: &faultKinesis{}, Store: &spyStore{}, Target: FuncTarget(nil), Mapping: Mapping{FilterCriteria: slices.Repeat([]string{buyFilter}, MaxFilters)}}
 	o.setDefaults()
 	if err := o.validate(); err != nil {
 		t.Errorf("%d filters: %v", MaxFilters, err)
@@ -401,7 +413,7 @@ func TestRun_Filter_OnTheEmulatorsDataThatIsNotJSONFailsADataFilter(t *testing.T
 	s := &sink{}
 	counts := &eventCounts{}
 	o := e.opts(s)
-	o.Filters = []string{buyFilter, `{"partitionKey": [{"prefix": "audit-"}]}`}
+	o.FilterCriteria = []string{buyFilter, `{"partitionKey": [{"prefix": "audit-"}]}`}
 	o.Hooks = counts
 	last := seqs[len(seqs)-1]
 	runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
@@ -485,8 +497,12 @@ func TestRun_Filter_BatchingWindowGathersBatchSizeRecordsThatPass(t *testing.T) 
 			}
 		})
 		tgt := &orderTarget{}
-		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 5, BatchingWindow: 2 * time.Second,
-			PollInterval: 200 * time.Millisecond, Filters: []string{buyFilter}, RunLength: 7 * time.Second}
+		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{
+			BatchSize:             5,
+			MaximumBatchingWindow: 2 * time.Second,
+			FilterCriteria:        []string{buyFilter},
+		},
+			PollInterval: 200 * time.Millisecond, RunLength: 7 * time.Second}
 		if _, err := Run(t.Context(), o, m.state("A")); err != nil {
 			t.Fatal(err)
 		}

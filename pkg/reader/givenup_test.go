@@ -55,9 +55,13 @@ func TestRun_ACallThatBrokeIsNotRetriedWhileItsInvocationMayRun(t *testing.T) {
 				m.put(t, keys(1), 40) // one key: every lane's batch is the same lane's
 				fm := &resettingFunction{functionModel: newFunctionModel(func(Batch) time.Duration { return 1500 * time.Millisecond })}
 				gh := &givenUpHooks{}
-				o := Options{Kinesis: m.k, Store: m.store, Target: fm, BatchSize: 5, RunLength: 5 * time.Minute,
+				o := Options{Kinesis: m.k, Store: m.store, Target: fm, Mapping: Mapping{
+					BatchSize:             5,
+					ParallelizationFactor: factor,
+				},
+					RunLength:    5 * time.Minute,
 					PollInterval: 200 * time.Millisecond, RetryMin: 100 * time.Millisecond, RetryMax: time.Second,
-					ParallelizationFactor: factor, TargetTimeout: 4 * time.Second, Hooks: gh}
+					TargetTimeout: 4 * time.Second, Hooks: gh}
 				st := m.state("A")
 				for range 20 {
 					next, err := Run(t.Context(), o, st)
@@ -149,7 +153,7 @@ func TestRun_AThrottledCallIsRetriedAfterTheBackoff(t *testing.T) {
 		m := newMemStream(t)
 		m.put(t, keys(1), 10)
 		fm := &throttledFunction{functionModel: newFunctionModel(func(Batch) time.Duration { return 100 * time.Millisecond })}
-		o := Options{Kinesis: m.k, Store: m.store, Target: fm, BatchSize: 5, RunLength: 30 * time.Second,
+		o := Options{Kinesis: m.k, Store: m.store, Target: fm, Mapping: Mapping{BatchSize: 5}, RunLength: 30 * time.Second,
 			PollInterval: 200 * time.Millisecond, RetryMin: 100 * time.Millisecond, RetryMax: time.Second, TargetTimeout: 10 * time.Second,
 			Hooks: &givenUpHooks{}}
 		began := time.Now()

@@ -75,8 +75,7 @@ func TestRun_RecordsReadAtTheCutAreNotHandedOnAsSettled(t *testing.T) {
 			return len(b.Records), nil
 		})
 		lk := &lateRead{KinesisAPI: m.k, before: func() { m.put(t, []string{ka, kb}, 4) }} // read by the late read
-		o := Options{Kinesis: lk, Store: m.store, Target: tgt, BatchSize: 10, ParallelizationFactor: 2,
-			PollInterval: 100 * time.Millisecond, RunLength: 10 * time.Second, Margin: 2 * time.Second,
+		o := Options{Kinesis: lk, Store: m.store, Target: tgt, Mapping: Mapping{BatchSize: 10, ParallelizationFactor: 2}, PollInterval: 100 * time.Millisecond, RunLength: 10 * time.Second, Margin: 2 * time.Second,
 			RetryMin: 100 * time.Millisecond, RetryMax: 100 * time.Millisecond}
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		st, err := Run(ctx, o, m.state("A"))

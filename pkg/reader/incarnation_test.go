@@ -64,7 +64,7 @@ func TestRun_StreamGone_ADeletedStreamEndsTheRun(t *testing.T) {
 				}
 			}
 		}
-		o := Options{Kinesis: m.k, Store: m.store, Target: countingTarget(&delivered, del), BatchSize: 3, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Minute}
+		o := Options{Kinesis: m.k, Store: m.store, Target: countingTarget(&delivered, del), Mapping: Mapping{BatchSize: 3}, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Minute}
 		began := time.Now()
 		st, err := Run(t.Context(), o, m.state("A"))
 		if err != nil {

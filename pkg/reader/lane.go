@@ -80,14 +80,14 @@ func (l *lane) deliver(us []unit) bool {
 	began := r.o.Clock()
 
 	carried := func(s span) (int, error) { return l.carried(us, s.lo, s.hi) }
-	p := newPlan(r.o.BisectOnError, r.o.retryLimit(), carried, span{0, len(us)})
-	if f, ok := l.failureOf(us[0].seq()); ok && (f.FailedAttempts > 0 || r.o.BisectOnError) {
+	p := newPlan(r.o.BisectBatchOnFunctionError, r.o.retryLimit(), carried, span{0, len(us)})
+	if f, ok := l.failureOf(us[0].seq()); ok && (f.FailedAttempts > 0 || r.o.BisectBatchOnFunctionError) {
 		// A failure carried from an earlier run covers the units that
 		// failed then (with bisection, the half it had come down to, so
 		// that the halving goes on from there); what was read after them
 		// is delivered on its own afterwards.
 		if k := l.carriedEnd(us, 0, len(us)); k < len(us) {
-			p = newPlan(r.o.BisectOnError, r.o.retryLimit(), carried, span{0, k}, span{k, len(us)})
+			p = newPlan(r.o.BisectBatchOnFunctionError, r.o.retryLimit(), carried, span{0, k}, span{k, len(us)})
 		}
 	}
 	expired := func(s span) int { return r.expired(us[s.lo:s.hi]) }
@@ -276,7 +276,7 @@ func answered(err error) bool {
 // do not count).
 func (l *lane) carried(us []unit, lo, hi int) (int, error) {
 	f, ok := l.failureOf(us[lo].seq())
-	if !ok || (l.r.o.BisectOnError && hi-lo > 1) {
+	if !ok || (l.r.o.BisectBatchOnFunctionError && hi-lo > 1) {
 		return 0, nil
 	}
 	var err error
@@ -376,16 +376,16 @@ func (l *lane) giveUp(us []unit, cond string, lastErr error, attempts int) bool 
 	return true
 }
 
-// expired counts the leading units older than MaxRecordAge.
+// expired counts the leading units older than MaximumRecordAge.
 func (r *run) expired(us []unit) int {
-	if r.o.MaxRecordAge <= 0 {
+	if r.o.MaximumRecordAge <= 0 {
 		return 0
 	}
 	now := r.o.Clock()
 	k := 0
 	for _, u := range us {
 		t := u.kin.ApproximateArrivalTimestamp
-		if t == nil || now.Sub(*t) <= r.o.MaxRecordAge {
+		if t == nil || now.Sub(*t) <= r.o.MaximumRecordAge {
 			break
 		}
 		k++

@@ -113,7 +113,7 @@ func TestRun_StopsDeliveringAtTheLeaseDeadlineAfterASlowRenewal(t *testing.T) {
 			t.Fatal(err)
 		}
 		began := time.Now()
-		st, err := Run(t.Context(), Options{Kinesis: kin, Store: store, Target: tgt, BatchSize: 10, RunLength: time.Minute},
+		st, err := Run(t.Context(), Options{Kinesis: kin, Store: store, Target: tgt, Mapping: Mapping{BatchSize: 10}, RunLength: time.Minute},
 			State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
 		if err != nil {
 			t.Fatal(err)
@@ -235,7 +235,7 @@ func TestRun_NoDeliveryStartsThatTheTargetsTimeoutWouldCarryPastTheRun(t *testin
 		kin := &memKinesis{data: []byte("x"), n: 1_000_000, arrival: time.Now()}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // the invocation's deadline
 		defer cancel()
-		st, err := Run(ctx, Options{Kinesis: kin, Store: mem, Target: tgt, BatchSize: 10, RunLength: 25 * time.Second, TargetTimeout: took},
+		st, err := Run(ctx, Options{Kinesis: kin, Store: mem, Target: tgt, Mapping: Mapping{BatchSize: 10}, RunLength: 25 * time.Second, TargetTimeout: took},
 			State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
 		if err != nil || !st.Continue {
 			t.Fatalf("run: %+v, %v", st, err)
@@ -272,7 +272,7 @@ func TestRun_CheckpointsRideOnTheRenewalsOfABusyShard(t *testing.T) {
 					return len(b.Records), nil
 				})
 				kin := &memKinesis{data: []byte("x"), n: 100_000, arrival: time.Now()}
-				st, err := Run(t.Context(), Options{Kinesis: kin, Store: counts, Target: tgt, BatchSize: 10, RunLength: 30 * time.Second, EagerCheckpoints: eager, NoReadPacing: true},
+				st, err := Run(t.Context(), Options{Kinesis: kin, Store: counts, Target: tgt, Mapping: Mapping{BatchSize: 10}, RunLength: 30 * time.Second, EagerCheckpoints: eager, NoReadPacing: true},
 					State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
 				if err != nil || !st.Continue {
 					t.Fatalf("run: %+v, %v", st, err)

@@ -48,9 +48,9 @@ const (
 	DefaultMaxReadErrors = 11
 	DefaultRetryMin      = 100 * time.Millisecond
 	DefaultRetryMax      = 10 * time.Second
-	// MaxRetryAttemptsLimit is the largest MaxRetryAttempts, as Lambda's.
+	// MaxRetryAttemptsLimit is the largest MaximumRetryAttempts, as Lambda's.
 	MaxRetryAttemptsLimit = 10000
-	// MaxBatchingWindow is the longest BatchingWindow, as Lambda's.
+	// MaxBatchingWindow is the longest MaximumBatchingWindow, as Lambda's.
 	MaxBatchingWindow = 300 * time.Second
 	// MaxBatchBytes ends a batching window early: a batch of this much data
 	// fills one Lambda request.
@@ -63,9 +63,9 @@ const (
 	// 10). The functions, the CLI and the CDK construct check against them.
 	DefaultParallelizationFactor = 1
 	MaxParallelizationFactor     = 10
-	// MaxFilters is the most Filters, as Lambda's event filtering allows
-	// per event source mapping by default. The functions, the CLI and the
-	// CDK construct check against it.
+	// MaxFilters is the most patterns in FilterCriteria, as Lambda's event
+	// filtering allows per event source mapping by default. The functions,
+	// the CLI and the CDK construct check against it.
 	MaxFilters = 5
 	// DefaultReadAheadBytes, MinReadAheadBytes and MaxReadAheadBytes bound
 	// ReadAheadBytes. The default leaves a 128 MB function room for the
@@ -90,19 +90,95 @@ func MaxFenceCut(d, interval time.Duration) time.Duration {
 	return d - d/10 - interval
 }
 
+// Mapping is the part of Options that mirrors a Lambda event source mapping
+// on a Kinesis stream: a field for each of its settings the reader takes,
+// under the setting's name and with its limits (a time.Duration where the
+// setting counts seconds, without InSeconds). The zero Mapping is the
+// trigger's defaults but for BatchSize: 1000 here, 100 for the trigger.
+// StartingPosition is the coordinator's (coordinator.Subscription.Start),
+// FunctionResponseTypes is always ReportBatchItemFailures (LambdaTarget),
+// and docs/deploy.md, "Moving from the Kinesis trigger", maps every setting.
+type Mapping struct {
+	// BatchSize is Lambda's BatchSize: the most records the target gets in
+	// one batch. A read is not a batch: it asks for as many records as keep
+	// every lane fed within the shard's 5 reads and 2 MiB a second (at
+	// least MinReadLimit, at most 10000, within ReadAheadBytes), and batches
+	// are cut from what was read. Default 1000, at most 10000.
+	BatchSize int32
+	// MaximumBatchingWindow is Lambda's MaximumBatchingWindowInSeconds:
+	// when positive, the run keeps reading after a read that returned fewer
+	// than BatchSize records, until BatchSize records or MaxBatchBytes are
+	// gathered or the window has passed since the first record was read,
+	// then delivers them as one batch. At most MaxBatchingWindow. 0: deliver
+	// what each read returned (default).
+	MaximumBatchingWindow time.Duration
+	// ParallelizationFactor is Lambda's ParallelizationFactor: the number of
+	// lanes delivering one shard's records concurrently. Records go to a
+	// lane by a hash of their partition key, so one key's records are
+	// delivered in order and never overlap at the target; the checkpoint
+	// moves past a record only once every record before it settled; a
+	// failing record holds back only its own lane (docs/failure-policy.md).
+	// Default 1 (one lane: the shard's records in order), at most
+	// MaxParallelizationFactor.
+	ParallelizationFactor int
+	// FilterCriteria is Lambda's FilterCriteria: the patterns of its Filters
+	// (docs/filtering.md), at most MaxFilters. A record that matches none
+	// is consumed before batching (BatchSize counts the records that pass):
+	// never delivered, passed by the checkpoint, and counted
+	// (EventCounter.EventsFilteredOut). A read whose records all fail the
+	// filters costs no delivery. None (default): every record passes.
+	FilterCriteria []string
+
+	// The failure policy (docs/failure-policy.md). The zero values keep the
+	// default: retry a failing batch until it settles or leaves the stream,
+	// blocking the shard, with nothing given up.
+
+	// MaximumRetryAttempts is Lambda's MaximumRetryAttempts: when set and
+	// not negative, a failing batch is given up after that many retries (so
+	// N+1 deliveries), 0 to MaxRetryAttemptsLimit. nil or negative: retry
+	// until the records settle or expire from the stream (default).
+	// RetryAttempts(n) builds the pointer.
+	MaximumRetryAttempts *int
+	// MaximumRecordAge is Lambda's MaximumRecordAgeInSeconds: when positive,
+	// records are given up instead of delivered once they are older than
+	// this by ApproximateArrivalTimestamp (and Clock). 0: no limit
+	// (default).
+	MaximumRecordAge time.Duration
+	// BisectBatchOnFunctionError is Lambda's BisectBatchOnFunctionError: a
+	// failed delivery of more than one record is split in halves and each
+	// half delivered on its own, down to single records, so a bad record is
+	// isolated and only it is given up. Splits do not count as retries.
+	// Default false.
+	BisectBatchOnFunctionError bool
+	// OnFailure is Lambda's DestinationConfig.OnFailure: it receives a
+	// FailureRecord for each batch given up, before the checkpoint moves
+	// past it; a failed send is retried and nothing is checkpointed until it
+	// succeeded. nil: a given-up batch is only logged at error level and
+	// reported to Hooks.BatchGivenUp (default).
+	OnFailure Destination
+
+	// TumblingWindow is Lambda's TumblingWindowInSeconds: when positive,
+	// each shard's records are grouped into tumbling windows of this length
+	// by arrival time. The Target must be a WindowTarget, which gets each
+	// window's state with its batches and returns the next, and a final
+	// invocation when the window is over. Whole seconds, 1 s to
+	// MaxTumblingWindow; ParallelizationFactor must be 1. Checkpoints are
+	// then written with the window's state, at once, not on the renewals.
+	// 0: no windows (default).
+	TumblingWindow time.Duration
+}
+
 // Options configure a run. Kinesis, Store and Target are required; every
-// other field has the default its comment states.
+// other field has the default its comment states. The settings a Lambda
+// event source mapping has are in Mapping, under its names; the rest are
+// shardloop's own.
 type Options struct {
 	Kinesis KinesisAPI
 	Store   Store
 	Target  Target
 
-	// BatchSize is the most records the target gets in one batch. A read
-	// is not a batch: it asks for as many records as keep every lane fed
-	// within the shard's 5 reads and 2 MiB a second (at least MinReadLimit,
-	// at most 10000, within ReadAheadBytes), and batches are cut from what
-	// was read. Default 1000, at most 10000.
-	BatchSize int32
+	Mapping
+
 	// ReadAheadBytes is the memory budget for the records a run read and
 	// has not settled (their data and partition keys): reads pause while
 	// that much waits, and a read asks for no more records than fit in
@@ -111,22 +187,6 @@ type Options struct {
 	// DefaultReadAheadBytes (8 MiB), MinReadAheadBytes (1 MiB) to
 	// MaxReadAheadBytes (1 GiB).
 	ReadAheadBytes int
-	// ParallelizationFactor is the number of lanes delivering one shard's
-	// records concurrently, as Lambda's ParallelizationFactor: records go to
-	// a lane by a hash of their partition key, so one key's records are
-	// delivered in order and never overlap at the target; the checkpoint
-	// moves past a record only once every record before it settled; a
-	// failing record holds back only its own lane (docs/failure-policy.md).
-	// Default 1 (one lane: the shard's records in order), at most
-	// MaxParallelizationFactor.
-	ParallelizationFactor int
-	// Filters are the patterns of an event source mapping's FilterCriteria
-	// (docs/filtering.md), at most MaxFilters: a record that matches none
-	// is consumed before batching (BatchSize counts the records that pass):
-	// never delivered, passed by the checkpoint, and counted
-	// (EventCounter.EventsFilteredOut). A read whose records all fail the
-	// filters costs no delivery. None (default): every record passes.
-	Filters []string
 	// PollInterval is the wait after a read that returned no records, and
 	// after a throttled read. Default 1 s.
 	PollInterval time.Duration
@@ -176,46 +236,6 @@ type Options struct {
 	// RetryMin and RetryMax bound the exponential backoff between
 	// deliveries of a batch the target did not settle. Defaults 100 ms, 10 s.
 	RetryMin, RetryMax time.Duration
-
-	// The failure policy (docs/failure-policy.md). The zero values keep the
-	// default: retry a failing batch until it settles or leaves the stream,
-	// blocking the shard, with nothing given up.
-
-	// MaxRetryAttempts, when set and not negative, gives a failing batch up
-	// after that many retries (so N+1 deliveries), like Lambda's
-	// MaximumRetryAttempts (0 to 10000). nil or negative: retry until the
-	// records settle or expire from the stream (default). RetryAttempts(n)
-	// builds the pointer.
-	MaxRetryAttempts *int
-	// MaxRecordAge, when positive, gives records up instead of delivering
-	// them once they are older than this by ApproximateArrivalTimestamp (and
-	// Clock), like Lambda's MaximumRecordAgeInSeconds. 0: no limit (default).
-	MaxRecordAge time.Duration
-	// BisectOnError splits a failed delivery of more than one record in
-	// halves and delivers each half on its own, down to single records, so a
-	// bad record is isolated and only it is given up. Splits do not count as
-	// retries. Default false.
-	BisectOnError bool
-	// OnFailure receives a FailureRecord for each batch given up, before the
-	// checkpoint moves past it; a failed send is retried and nothing is
-	// checkpointed until it succeeded. nil: a given-up batch is only logged
-	// at error level and reported to Hooks.BatchGivenUp (default).
-	OnFailure Destination
-	// BatchingWindow, when positive, keeps reading after a read that returned
-	// fewer than BatchSize records, until BatchSize records or MaxBatchBytes
-	// are gathered or the window has passed since the first record was read,
-	// then delivers them as one batch. At most MaxBatchingWindow. 0: deliver
-	// what each read returned (default).
-	BatchingWindow time.Duration
-	// TumblingWindow, when positive, groups each shard's records into
-	// tumbling windows of this length by arrival time, as Lambda's
-	// TumblingWindowInSeconds: the Target must be a WindowTarget, which
-	// gets each window's state with its batches and returns the next, and a
-	// final invocation when the window is over. Whole seconds, 1 s to
-	// MaxTumblingWindow; ParallelizationFactor must be 1. Checkpoints are
-	// then written with the window's state, at once, not on the renewals.
-	// 0: no windows (default).
-	TumblingWindow time.Duration
 	// Deaggregate decodes KPL-aggregated records into their user records
 	// (Batch.Subs tells them apart); a corrupt one is still reported as an
 	// AggregatedRecordError. false: aggregated records are reported and
@@ -262,7 +282,7 @@ type Options struct {
 	// Logger gets the run's logs. Default discards.
 	Logger *slog.Logger
 
-	filters *filter.Set // Filters as validate compiled them
+	filters *filter.Set // FilterCriteria as validate compiled them
 }
 
 func (o *Options) setDefaults() {
@@ -356,12 +376,12 @@ func (o *Options) validate() error {
 		return bad("Fence", o.Fence, fmt.Sprintf("0 (TargetTimeout) or at least TargetTimeout (%s) less %s", o.TargetTimeout, MaxFenceCut(o.LeaseDuration, o.RenewInterval)))
 	case o.RetryMin < 0 || o.RetryMax < o.RetryMin:
 		return bad("RetryMax", o.RetryMax, "at least RetryMin ("+o.RetryMin.String()+")")
-	case o.MaxRetryAttempts != nil && *o.MaxRetryAttempts > MaxRetryAttemptsLimit:
-		return bad("MaxRetryAttempts", *o.MaxRetryAttempts, fmt.Sprintf("-1 (no limit) or 0 to %d", MaxRetryAttemptsLimit))
-	case o.MaxRecordAge < 0:
-		return bad("MaxRecordAge", o.MaxRecordAge, "0 (no limit) or a positive duration")
-	case o.BatchingWindow < 0 || o.BatchingWindow > MaxBatchingWindow:
-		return bad("BatchingWindow", o.BatchingWindow, "0 to "+MaxBatchingWindow.String())
+	case o.MaximumRetryAttempts != nil && *o.MaximumRetryAttempts > MaxRetryAttemptsLimit:
+		return bad("MaximumRetryAttempts", *o.MaximumRetryAttempts, fmt.Sprintf("-1 (no limit) or 0 to %d", MaxRetryAttemptsLimit))
+	case o.MaximumRecordAge < 0:
+		return bad("MaximumRecordAge", o.MaximumRecordAge, "0 (no limit) or a positive duration")
+	case o.MaximumBatchingWindow < 0 || o.MaximumBatchingWindow > MaxBatchingWindow:
+		return bad("MaximumBatchingWindow", o.MaximumBatchingWindow, "0 to "+MaxBatchingWindow.String())
 	}
 	if err := o.validateWindow(); err != nil {
 		return err
@@ -369,7 +389,7 @@ func (o *Options) validate() error {
 	return o.compileFilters()
 }
 
-// RetryAttempts returns a MaxRetryAttempts of n: nil (no limit) when n is
+// RetryAttempts returns a MaximumRetryAttempts of n: nil (no limit) when n is
 // negative.
 func RetryAttempts(n int) *int {
 	if n < 0 {
@@ -378,12 +398,12 @@ func RetryAttempts(n int) *int {
 	return &n
 }
 
-// retryLimit is MaxRetryAttempts, -1 for no limit.
+// retryLimit is MaximumRetryAttempts, -1 for no limit.
 func (o *Options) retryLimit() int {
-	if o.MaxRetryAttempts == nil || *o.MaxRetryAttempts < 0 {
+	if o.MaximumRetryAttempts == nil || *o.MaximumRetryAttempts < 0 {
 		return -1
 	}
-	return *o.MaxRetryAttempts
+	return *o.MaximumRetryAttempts
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -55,8 +55,7 @@ func TestRun_KeepsPerKeyOrderAndTheCheckpointRuleAtFactors1_4And10(t *testing.T)
 					return len(b.Records), nil
 				}
 				rs := &ruleStore{Store: m.store, m: m, tgt: tgt}
-				o := Options{Kinesis: m.k, Store: rs, Target: tgt, BatchSize: 50, ParallelizationFactor: factor,
-					RunLength: 5 * time.Second, RetryMin: 10 * time.Millisecond}
+				o := Options{Kinesis: m.k, Store: rs, Target: tgt, Mapping: Mapping{BatchSize: 50, ParallelizationFactor: factor}, RunLength: 5 * time.Second, RetryMin: 10 * time.Millisecond}
 				st := runLoop(t, o, m.state("A"), 100, nil)
 				if st.Reason != ReasonShardEnd {
 					t.Fatalf("ended %q", st.Reason)
@@ -121,8 +120,7 @@ func TestRun_APoisonKeyHoldsBackOnlyItsOwnLane(t *testing.T) {
 		healed := false
 		tgt := poisonTarget(t, poison, func() bool { sick.Lock(); defer sick.Unlock(); return !healed })
 		rs := &ruleStore{Store: m.store, m: m, tgt: tgt}
-		o := Options{Kinesis: m.k, Store: rs, Target: tgt, BatchSize: 25, ParallelizationFactor: factor,
-			RunLength: 3 * time.Second, RetryMin: 50 * time.Millisecond, RetryMax: 400 * time.Millisecond}
+		o := Options{Kinesis: m.k, Store: rs, Target: tgt, Mapping: Mapping{BatchSize: 25, ParallelizationFactor: factor}, RunLength: 3 * time.Second, RetryMin: 50 * time.Millisecond, RetryMax: 400 * time.Millisecond}
 		st := m.state("A")
 		firstPoison := ""
 		for i, k := range m.keys {
@@ -185,15 +183,21 @@ func TestRun_APoisonKeyWithARetryLimitIsGivenUpAloneAtFactor4(t *testing.T) {
 		tgt := poisonTarget(t, poison, func() bool { return true })
 		var mu sync.Mutex
 		var gaveUp []string
-		o := Options{Kinesis: m.k, Store: &ruleStore{Store: m.store, m: m, tgt: tgt}, Target: tgt, BatchSize: 20, ParallelizationFactor: 4,
-			BisectOnError: true, MaxRetryAttempts: RetryAttempts(1), RunLength: 5 * time.Second, RetryMin: 10 * time.Millisecond,
+		o := Options{Kinesis: m.k, Store: &ruleStore{Store: m.store, m: m, tgt: tgt}, Target: tgt, Mapping: Mapping{
+			BatchSize:                  20,
+			ParallelizationFactor:      4,
+			BisectBatchOnFunctionError: true,
+			MaximumRetryAttempts:       RetryAttempts(1),
 			OnFailure: DestinationFunc(func(_ context.Context, fr FailureRecord) error {
 				mu.Lock()
 				defer mu.Unlock()
 				gaveUp = append(gaveUp, fr.KinesisBatchInfo.StartSequenceNumber)
 				tgt.giveUp(fr.KinesisBatchInfo.StartSequenceNumber, fr.KinesisBatchInfo.EndSequenceNumber, m)
 				return nil
-			})}
+			}),
+		},
+			RunLength: 5 * time.Second, RetryMin: 10 * time.Millisecond,
+		}
 		st := runLoop(t, o, m.state("A"), 50, nil)
 		if st.Reason != ReasonShardEnd {
 			t.Fatalf("ended %q", st.Reason)
@@ -227,7 +231,7 @@ func TestRun_WhatRunsAheadOfTheCheckpointIsBounded(t *testing.T) {
 		m.put(t, ks, 30000)
 		tgt := poisonTarget(t, ks[0], func() bool { return true })
 		tgt.took = func(Batch) time.Duration { return 5 * time.Millisecond }
-		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 100, ParallelizationFactor: 4, RunLength: 20 * time.Second}
+		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{BatchSize: 100, ParallelizationFactor: 4}, RunLength: 20 * time.Second}
 		st := m.state("A")
 		limit := MaxBatchSize // the read that reached the bound
 		for run := range 3 {
@@ -262,7 +266,7 @@ func TestState_StaysUnder32KBAtFactor10WithEveryLaneFailing(t *testing.T) {
 		long := strings.Repeat("a long error from the target. ", 200)
 		tgt := newKeyedTarget(t)
 		tgt.fail = func(b Batch) (int, error) { return 0, errors.New(long) }
-		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 10, ParallelizationFactor: MaxParallelizationFactor, RunLength: 2 * time.Second}
+		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{BatchSize: 10, ParallelizationFactor: MaxParallelizationFactor}, RunLength: 2 * time.Second}
 		st, err := Run(t.Context(), o, m.state("loop-with-a-fairly-long-owner-id-0123456789"))
 		if err != nil {
 			t.Fatal(err)
@@ -292,7 +296,7 @@ func TestRun_ReadsStayWithinTheShardsLimitsAtFactor10(t *testing.T) {
 		rc := &readCounter{KinesisAPI: m.k}
 		h := &recHooks{}
 		tgt := newKeyedTarget(t)
-		o := Options{Kinesis: rc, Store: m.store, Target: tgt, BatchSize: 100, ParallelizationFactor: 10, Hooks: h, RunLength: 10 * time.Second}
+		o := Options{Kinesis: rc, Store: m.store, Target: tgt, Mapping: Mapping{BatchSize: 100, ParallelizationFactor: 10}, Hooks: h, RunLength: 10 * time.Second}
 		began := time.Now()
 		st := runLoop(t, o, m.state("A"), 20, nil)
 		if st.Reason != ReasonShardEnd || len(tgt.seen) != 20000 {

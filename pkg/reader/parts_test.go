@@ -261,7 +261,7 @@ func TestRun_AnIteratorExpiringWhileReadingAheadSkipsAndRepeatsNothing(t *testin
 		k := &expiring{KinesisAPI: m.k, at: 2} // the read ahead of the first (reads ask for 1,000 and more)
 		tgt := newKeyedTarget(t)
 		tgt.took = func(Batch) time.Duration { return 300 * time.Millisecond }
-		o := Options{Kinesis: k, Store: m.store, Target: tgt, BatchSize: 50, RunLength: time.Minute}
+		o := Options{Kinesis: k, Store: m.store, Target: tgt, Mapping: Mapping{BatchSize: 50}, RunLength: time.Minute}
 		st := runLoop(t, o, m.state("A"), 5, nil)
 		if st.Reason != ReasonShardEnd || len(tgt.seen) != 2500 || tgt.disorder != 0 {
 			t.Fatalf("ended %q with %d records, %d out of order", st.Reason, len(tgt.seen), tgt.disorder)
@@ -302,11 +302,15 @@ func TestLane_BisectionDeliversHalvesFromAQueueOfWork(t *testing.T) {
 			return len(b.Records), nil
 		})
 		var gave []string
-		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, BatchSize: 8, BisectOnError: true, MaxRetryAttempts: RetryAttempts(1),
+		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{
+			BatchSize:                  8,
+			BisectBatchOnFunctionError: true,
+			MaximumRetryAttempts:       RetryAttempts(1),
 			OnFailure: DestinationFunc(func(_ context.Context, fr FailureRecord) error {
 				gave = append(gave, fr.KinesisBatchInfo.StartSequenceNumber)
 				return nil
-			})}
+			}),
+		}}
 		if st := runLoop(t, o, m.state("A"), 5, nil); st.Reason != ReasonShardEnd {
 			t.Fatalf("ended %q", st.Reason)
 		}

@@ -8,11 +8,11 @@ package reader
 // The plan is a stack of spans to deliver, the next on top, and the span in
 // hand with its failed attempts. A failed delivery leaves the span's
 // unsettled rest in hand, delivered again after a backoff; with
-// BisectOnError a failed span of more than one unit is replaced by its two
+// BisectBatchOnFunctionError a failed span of more than one unit is replaced by its two
 // halves (the first half in hand, the second pushed), without counting an
 // attempt. Each failed delivery that does not split counts an attempt for
-// what is left; past MaxRetryAttempts retries the span is given up. Units
-// older than MaxRecordAge are given up before any delivery.
+// what is left; past MaximumRetryAttempts retries the span is given up. Units
+// older than MaximumRecordAge are given up before any delivery.
 
 // stepKind is what a plan asks the lane to do.
 type stepKind int
@@ -20,7 +20,7 @@ type stepKind int
 const (
 	stepDone          stepKind = iota // every unit settled or was given up
 	stepDeliver                       // deliver the span
-	stepGiveUpAge                     // give the span up: older than MaxRecordAge
+	stepGiveUpAge                     // give the span up: older than MaximumRecordAge
 	stepGiveUpRetries                 // give the span up: its retries are spent
 )
 
@@ -36,7 +36,7 @@ type step struct {
 // plan is the failure policy's state over one batch of n units.
 type plan struct {
 	bisect bool
-	limit  int // MaxRetryAttempts as retryLimit gives it: < 0 unlimited
+	limit  int // MaximumRetryAttempts as retryLimit gives it: < 0 unlimited
 
 	// carried is the failed-attempt count (and last error) a delivery of a
 	// span starts with: one carried from an earlier attempt or run.
@@ -59,7 +59,7 @@ func newPlan(bisect bool, limit int, carried func(span) (int, error), spans ...s
 }
 
 // next is what to do now. expired counts the leading units of a span that
-// are older than MaxRecordAge.
+// are older than MaximumRecordAge.
 func (p *plan) next(expired func(span) int) step {
 	for p.cur.lo >= p.cur.hi {
 		if len(p.work) == 0 {

@@ -13,7 +13,7 @@ import (
 //	ok        the delivery settled the whole span
 //	part:K    it settled its first K units, then failed
 //	fail      it settled nothing
-//	old:K     (before a step) the span's first K units are older than MaxRecordAge
+//	old:K     (before a step) the span's first K units are older than MaximumRecordAge
 //
 // and each step is written kind[lo,hi)#attempts, with the failure that
 // followed: "split", "retry wait=F" (F is the backoff's exponent) or

@@ -57,7 +57,7 @@ func TestRun_OnFailure_PoisonRecordAfterTwoRetriesLandsInTheDestinationAndTheSha
 			}
 			h := &gaveUp{}
 			o := e.opts(lt)
-			o.BatchSize, o.MaxRetryAttempts, o.OnFailure, o.Hooks = 5, RetryAttempts(2), destination(t, arn), h
+			o.BatchSize, o.MaximumRetryAttempts, o.OnFailure, o.Hooks = 5, RetryAttempts(2), destination(t, arn), h
 			st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool {
 				mu.Lock()
 				defer mu.Unlock()
@@ -126,7 +126,7 @@ func TestRun_OnFailure_DestinationDownCheckpointsNothingUntilTheSendSucceeds(t *
 	})
 	spy := &spyStore{Store: e.store}
 	o := e.opts(s)
-	o.MaxRetryAttempts, o.OnFailure, o.Store = RetryAttempts(0), dest, spy
+	o.MaximumRetryAttempts, o.OnFailure, o.Store = RetryAttempts(0), dest, spy
 	st := e.state(e.shards[0], "A")
 	for sends.Load() < 4 {
 		next, err := Run(t.Context(), o, st)
@@ -161,7 +161,7 @@ func TestRun_OnFailure_NoDestinationLogsAtErrorLevelAndCallsBatchGivenUp(t *test
 	logs := &logBuffer{}
 	h := &gaveUp{}
 	o := e.opts(s)
-	o.MaxRetryAttempts, o.Hooks = RetryAttempts(1), h
+	o.MaximumRetryAttempts, o.Hooks = RetryAttempts(1), h
 	o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return len(h.all()) > 0 })
 	// Without bisect, a-00001 is given up with what follows it in its batch.
@@ -254,7 +254,7 @@ func TestRun_Bisect_IsolatesOneBadRecordInABatchOf100(t *testing.T) {
 	var sent []FailureRecord
 	var mu sync.Mutex
 	o := e.opts(s)
-	o.BatchSize, o.BisectOnError, o.MaxRetryAttempts = 100, true, RetryAttempts(1)
+	o.BatchSize, o.BisectBatchOnFunctionError, o.MaximumRetryAttempts = 100, true, RetryAttempts(1)
 	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -290,7 +290,7 @@ func TestRun_RecordAge_OlderRecordsAreGivenUpWithoutDelivery(t *testing.T) {
 	var sent []FailureRecord
 	h := &gaveUp{}
 	o := e.opts(s)
-	o.Clock, o.MaxRecordAge, o.Hooks = clock.now, time.Minute, h
+	o.Clock, o.MaximumRecordAge, o.Hooks = clock.now, time.Minute, h
 	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error { sent = append(sent, fr); return nil })
 	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return len(sent) > 0 && e.checkpointed(t, e.shards[0], seqs[4]) })
 	if s.len() != 0 || len(sent) != 1 {
@@ -335,7 +335,7 @@ func TestRun_BatchingWindow_FillsFewerFullerBatchesNoLaterThanTheWindow(t *testi
 			total += len(b.Records)
 			return len(b.Records), nil
 		}))
-		o.BatchSize, o.BatchingWindow, o.PollInterval = 100, w, 30*time.Millisecond
+		o.BatchSize, o.MaximumBatchingWindow, o.PollInterval = 100, w, 30*time.Millisecond
 		o.RunLength = 3 * time.Second // a run's end closes a window early
 		go func() {
 			for i := range n {
@@ -495,9 +495,9 @@ func TestLambdaTarget_Deaggregated_UserRecordsCarrySubSequenceNumbers(t *testing
 
 func TestOptions_FailurePolicyValidation(t *testing.T) {
 	cases := map[string]func(*Options){
-		"MaxRetryAttempts": func(o *Options) { o.MaxRetryAttempts = RetryAttempts(10001) },
-		"MaxRecordAge":     func(o *Options) { o.MaxRecordAge = -time.Second },
-		"BatchingWindow":   func(o *Options) { o.BatchingWindow = 301 * time.Second },
+		"MaximumRetryAttempts":  func(o *Options) { o.MaximumRetryAttempts = RetryAttempts(10001) },
+		"MaximumRecordAge":      func(o *Options) { o.MaximumRecordAge = -time.Second },
+		"MaximumBatchingWindow": func(o *Options) { o.MaximumBatchingWindow = 301 * time.Second },
 	}
 	for field, set := range cases {
 		o := Options{}
@@ -541,7 +541,7 @@ func TestRun_RetryAttemptsCarriedAcrossRunsCoverOnlyTheRecordsThatFailed(t *test
 	var sent []FailureRecord
 	var mu sync.Mutex
 	o := e.opts(s)
-	o.MaxRetryAttempts = RetryAttempts(1)
+	o.MaximumRetryAttempts = RetryAttempts(1)
 	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -594,7 +594,7 @@ func TestRun_BisectionGoesOnWhereTheLastRunLeftIt(t *testing.T) {
 		return len(sent)
 	}
 	o := e.opts(s)
-	o.BatchSize, o.BisectOnError, o.MaxRetryAttempts = 100, true, RetryAttempts(0)
+	o.BatchSize, o.BisectBatchOnFunctionError, o.MaximumRetryAttempts = 100, true, RetryAttempts(0)
 	o.OnFailure = DestinationFunc(func(_ context.Context, fr FailureRecord) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -654,7 +654,7 @@ func badRecordSink(bad string) (s *sink, deliveries, failures *atomic.Int32) {
 // TestRun_ANewLoopGoesOnCountingWhereALostStateLeftIt: a loop's state is
 // lost at every run (its execution failed, its runner died) and each new
 // loop starts from a fresh one. The retry count lives on the row too, so
-// the batch that always fails is still given up after MaxRetryAttempts;
+// the batch that always fails is still given up after MaximumRetryAttempts;
 // counted in the state alone, it would be tried for good.
 func TestRun_ANewLoopGoesOnCountingWhereALostStateLeftIt(t *testing.T) {
 	t.Parallel()
@@ -664,7 +664,7 @@ func TestRun_ANewLoopGoesOnCountingWhereALostStateLeftIt(t *testing.T) {
 	s, _, failures := badRecordSink("a-00003")
 	var given atomic.Int32
 	o := e.opts(s)
-	o.BatchSize, o.MaxRetryAttempts = 100, RetryAttempts(2)
+	o.BatchSize, o.MaximumRetryAttempts = 100, RetryAttempts(2)
 	o.OnFailure = DestinationFunc(func(context.Context, FailureRecord) error {
 		given.Add(1)
 		return nil
@@ -685,6 +685,6 @@ func TestRun_ANewLoopGoesOnCountingWhereALostStateLeftIt(t *testing.T) {
 		}
 	}
 	if n := failures.Load(); n != 3 {
-		t.Fatalf("given up after %d failed deliveries, want 3 (MaxRetryAttempts 2)", n)
+		t.Fatalf("given up after %d failed deliveries, want 3 (MaximumRetryAttempts 2)", n)
 	}
 }

@@ -66,7 +66,7 @@ func TestS3Destination_HoldsTheRecordAndTheWholeBatchUnderTheTriggersKey(t *test
 	}
 	s := &sink{fail: func(b Batch) (int, error) { return 0, fmt.Errorf("always fails") }}
 	o := e.opts(s)
-	o.MaxRetryAttempts, o.OnFailure = RetryAttempts(0), dest
+	o.MaximumRetryAttempts, o.OnFailure = RetryAttempts(0), dest
 	runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return e.row(t, e.shards[0]).Checkpoint == seqs[2] })
 
 	list, err := client.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})

@@ -125,7 +125,7 @@ type Watch struct {
 // the delivery of records FailingSeq to FailingLast failed FailedAttempts
 // times, the last time with FailedError (at most MaxFailedError bytes).
 // The count applies only to those records: records read after FailingLast
-// are delivered on their own. With BisectOnError, it is the half the
+// are delivered on their own. With BisectBatchOnFunctionError, it is the half the
 // halving had come down to (splits count no attempt: FailedAttempts may be
 // 0), which the next run delivers first and goes on halving.
 type Failure struct {

@@ -91,8 +91,11 @@ func countOrEmpty(n int) string {
 
 func memWindowOpts(m *memStream, tgt Target, window time.Duration) Options {
 	return Options{
-		Kinesis: m.k, Store: m.store, Target: tgt, TumblingWindow: window,
-		BatchSize: 2, PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second,
+		Kinesis: m.k, Store: m.store, Target: tgt, Mapping: Mapping{
+			TumblingWindow: window,
+			BatchSize:      2,
+		},
+		PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second,
 		RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 	}
 }
@@ -646,7 +649,7 @@ func TestTumblingWindow_PlaceAndCut(t *testing.T) {
 		{"closed: a later record keeps its own window", closed, []unit{at(5 * time.Second)}, t0.Add(2 * w), 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := &run{o: Options{TumblingWindow: w, Clock: time.Now}, win: c.win}
+			r := &run{o: Options{Mapping: Mapping{TumblingWindow: w}, Clock: time.Now}, win: c.win}
 			if got := c.win.place(r.windowStart(c.us[0])); !got.Equal(c.start) {
 				t.Errorf("place = %s, want %s", got, c.start)
 			}

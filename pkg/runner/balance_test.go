@@ -175,7 +175,7 @@ func (c *cluster) start(id string) {
 	r, err := runner.New(runner.Options{
 		Subscriptions: []coordinator.Subscription{{Stream: c.m.stream}},
 		Store:         cs, Kinesis: c.m.k,
-		Reader: reader.Options{Target: c.target(id, cs), BatchSize: 50, PollInterval: 200 * time.Millisecond,
+		Reader: reader.Options{Target: c.target(id, cs), Mapping: reader.Mapping{BatchSize: 50}, PollInterval: 200 * time.Millisecond,
 			RunLength: 5 * time.Second, LeaseDuration: c.leaseOf, RenewInterval: c.leaseOf / 4},
 		Balance: &runner.Balance{ID: id},
 	})

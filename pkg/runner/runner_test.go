@@ -84,7 +84,7 @@ func TestRunner_KilledLoopIsTakenOverWithoutLoss(t *testing.T) {
 		Kinesis:        kc,
 		RelistInterval: 300 * time.Millisecond,
 		Reader: reader.Options{
-			Target: target, BatchSize: 10, PollInterval: 100 * time.Millisecond, RunLength: 2 * time.Second,
+			Target: target, Mapping: reader.Mapping{BatchSize: 10}, PollInterval: 100 * time.Millisecond, RunLength: 2 * time.Second,
 			RenewInterval: 500 * time.Millisecond, LeaseDuration: leaseFor,
 		},
 	})
@@ -265,7 +265,7 @@ func TestRunner_RunnersShareAStreamOnTheEmulators(t *testing.T) {
 			Store:          store,
 			Kinesis:        kc,
 			RelistInterval: 2 * time.Second,
-			Reader: reader.Options{Target: target, BatchSize: 50, PollInterval: 500 * time.Millisecond, RunLength: 3 * time.Second,
+			Reader: reader.Options{Target: target, Mapping: reader.Mapping{BatchSize: 50}, PollInterval: 500 * time.Millisecond, RunLength: 3 * time.Second,
 				RenewInterval: 500 * time.Millisecond, LeaseDuration: leaseFor},
 			Balance: &runner.Balance{ID: id},
 		})

@@ -149,7 +149,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 }
 
 func fastReader(target reader.Target) reader.Options {
-	return reader.Options{Target: target, BatchSize: 50, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Second}
+	return reader.Options{Target: target, Mapping: reader.Mapping{BatchSize: 50}, PollInterval: 200 * time.Millisecond, RunLength: 5 * time.Second}
 }
 
 // Ctrl-C: the delivery in flight settles, then every lease is released and
@@ -400,7 +400,7 @@ func TestRunner_ALoopThatLostItsLeaseHasItsShardTakenAgainOnceTheLeaseLapses(t *
 		r, err := runner.New(runner.Options{
 			Subscriptions: []coordinator.Subscription{{Stream: m.stream, Start: "horizon"}},
 			Store:         store, Kinesis: m.k,
-			Reader: reader.Options{Target: target, BatchSize: 50, PollInterval: 200 * time.Millisecond},
+			Reader: reader.Options{Target: target, Mapping: reader.Mapping{BatchSize: 50}, PollInterval: 200 * time.Millisecond},
 		})
 		if err != nil {
 			t.Fatal(err)
