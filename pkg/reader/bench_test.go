@@ -192,7 +192,7 @@ func BenchmarkReaderThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		st := State{Stream: "bench", ShardID: "shardId-000000000000", Owner: "bench-owner"}
-		opts := Options{Kinesis: kin, Store: store, Target: tgt, Mapping: Mapping{BatchSize: batch}, RunLength: MaxRunLength, NoReadPacing: true}
+		opts := Options{Kinesis: kin, Store: store, Target: tgt, Mapping: Mapping{BatchSize: batch}, RunLength: MaxRunLength, noReadPacing: true}
 		start := time.Now()
 		for {
 			st, err = Run(context.Background(), opts, st)

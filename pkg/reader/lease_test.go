@@ -272,7 +272,7 @@ func TestRun_CheckpointsRideOnTheRenewalsOfABusyShard(t *testing.T) {
 					return len(b.Records), nil
 				})
 				kin := &memKinesis{data: []byte("x"), n: 100_000, arrival: time.Now()}
-				st, err := Run(t.Context(), Options{Kinesis: kin, Store: counts, Target: tgt, Mapping: Mapping{BatchSize: 10}, RunLength: 30 * time.Second, EagerCheckpoints: eager, NoReadPacing: true},
+				st, err := Run(t.Context(), Options{Kinesis: kin, Store: counts, Target: tgt, Mapping: Mapping{BatchSize: 10}, RunLength: 30 * time.Second, EagerCheckpoints: eager, noReadPacing: true},
 					State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
 				if err != nil || !st.Continue {
 					t.Fatalf("run: %+v, %v", st, err)

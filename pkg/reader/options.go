@@ -250,17 +250,8 @@ type Options struct {
 	// more of records is delivered again.
 	EagerCheckpoints bool
 
-	// NoReadPacing turns off the pacing of reads within a shard's limits
-	// (ShardReadsPerSecond GetRecords calls and ShardReadBytes a second), for
-	// a stand-in for Kinesis that has none (a benchmark of the reader
-	// itself). Kinesis throttles a reader that goes past them. Default
-	// false: paced.
-	NoReadPacing bool
-
 	// Clock returns the time. Default time.Now.
 	Clock func() time.Time
-	// Sleep waits d or until ctx ends. Default a timer.
-	Sleep func(ctx context.Context, d time.Duration) error
 	// Hooks observe the run. Default NopHooks.
 	Hooks Hooks
 	// Lag, when set, tells how far behind the tip of a shard its reader is
@@ -283,6 +274,18 @@ type Options struct {
 	Logger *slog.Logger
 
 	filters *filter.Set // FilterCriteria as validate compiled them
+
+	// The seams of the package's own tests and benchmarks, which set them
+	// on an Options they build.
+
+	// sleep waits d or until ctx ends. Default a timer.
+	sleep func(ctx context.Context, d time.Duration) error
+	// noReadPacing turns off the pacing of reads within a shard's limits
+	// (ShardReadsPerSecond GetRecords calls and ShardReadBytes a second),
+	// for a stand-in for Kinesis that has none (a benchmark of the reader
+	// itself). Kinesis throttles a reader that goes past them. Default
+	// false: paced.
+	noReadPacing bool
 }
 
 func (o *Options) setDefaults() {
@@ -328,8 +331,8 @@ func (o *Options) setDefaults() {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	if o.Sleep == nil {
-		o.Sleep = sleep
+	if o.sleep == nil {
+		o.sleep = sleep
 	}
 	if o.Hooks == nil {
 		o.Hooks = NopHooks{}

@@ -91,7 +91,7 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	if st.IteratorIssuedAt != 0 {
 		r.cur.issued = time.UnixMilli(st.IteratorIssuedAt)
 	}
-	if !o.NoReadPacing {
+	if !o.noReadPacing {
 		r.cur.pace = newPacer(ShardReadsPerSecond, ShardReadBytes)
 	}
 	r.ahead = aheadOf(st)
@@ -799,7 +799,7 @@ func (r *run) waitCtx(ctx context.Context, d time.Duration) {
 		d = left
 	}
 	if d > 0 {
-		_ = r.o.Sleep(ctx, d)
+		_ = r.o.sleep(ctx, d)
 	}
 }
 

@@ -365,7 +365,7 @@ func TestRun_ThrottledReadWaitsOnePollIntervalAndRetriesTheSameIterator(t *testi
 	h := &recHooks{}
 	s := &sink{}
 	o := e.opts(s)
-	o.Kinesis, o.Sleep, o.Hooks = fk, sl.sleep, h
+	o.Kinesis, o.sleep, o.Hooks = fk, sl.sleep, h
 	st := runUntil(t, o, e.state(e.shards[0], "A"), func() bool { return s.len() >= 5 })
 	if got := s.data(); !slices.Equal(got, values("a", 5)) {
 		t.Fatalf("delivered %v", got)

@@ -89,7 +89,7 @@ func (r *run) take(ctx context.Context, owner string, carried *Watch) (h *lease.
 			return nil, lease.Lease{}, waited(cur, now), nil
 		}
 		wait := min(v.LapsesAt.Sub(now), o.PollInterval, stop.Sub(now))
-		if err := o.Sleep(ctx, max(wait, time.Millisecond)); err != nil {
+		if err := o.sleep(ctx, max(wait, time.Millisecond)); err != nil {
 			return nil, lease.Lease{}, waited(cur, now), nil
 		}
 	}

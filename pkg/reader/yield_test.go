@@ -109,7 +109,7 @@ func TestRun_YieldEndsThePollWait(t *testing.T) {
 	var cut bool
 	o := e.opts(&sink{})
 	o.Yield, o.RunLength, o.PollInterval = yield, 30*time.Second, 5*time.Second
-	o.Sleep = func(ctx context.Context, d time.Duration) error {
+	o.sleep = func(ctx context.Context, d time.Duration) error {
 		if d == 5*time.Second {
 			close(yield)
 		}
