@@ -174,6 +174,11 @@ type Faults struct {
 	// nearly every attempt, so that the count of failed attempts the
 	// renewals carried on the row is what gives the batch up at last.
 	PoisonKill float64
+	// PoisonKillWithin: how soon after the broken call the loop dies, at
+	// most (0: two renew intervals). Short, the host dies before its next
+	// renewal: only a count written at once after the failure reaches the
+	// row.
+	PoisonKillWithin time.Duration
 	// TargetNoState: with tumbling windows, the function answers without a
 	// state (a failed invocation, as Lambda's trigger counts it).
 	TargetNoState float64
@@ -584,12 +589,16 @@ func Draw(seed uint64) Config {
 			driftApart() // each run hands the row back with a fence
 		}
 		// In two in five with a retry limit, the loop dies after most of
-		// the calls that break on the record. Each attempt then waits out
-		// a lost holder's lease and fence, and every shard closed by a
-		// reshard ends so: such a world is given 25 minutes to drain, not
-		// 15.
+		// the calls that break on the record; in half of them after every
+		// such call, within a twentieth of a renew interval: no renewal
+		// comes first. Each attempt then waits out a lost holder's lease
+		// and fence, and every shard closed by a reshard ends so: such a
+		// world is given 25 minutes to drain, not 15.
 		if rd.MaxRetryAttempts >= 0 && f() < 0.4 {
 			c.Faults.PoisonKill = 0.5 + 0.5*f()
+			if f() < 0.5 {
+				c.Faults.PoisonKill, c.Faults.PoisonKillWithin = 1, rd.Renew/20
+			}
 			c.Drain = 25 * time.Minute
 		}
 	}
@@ -705,7 +714,7 @@ var Reductions = []struct {
 	{"no tumbling window", func(c *Config) { c.Reader.TumblingWindow = 0 }},
 	{"no partitions or pauses", func(c *Config) { c.Events = dropEvents(c.Events, Partition, Pause) }},
 	{"no strikes", func(c *Config) { c.Events = dropEvents(c.Events, Strike) }},
-	{"no poisoned end", func(c *Config) { c.Faults.PoisonEnd, c.Faults.PoisonKill = false, 0 }},
+	{"no poisoned end", func(c *Config) { c.Faults.PoisonEnd, c.Faults.PoisonKill, c.Faults.PoisonKillWithin = false, 0, 0 }},
 }
 
 func dropEvents(es []Event, kinds ...EventKind) []Event {
@@ -746,8 +755,7 @@ func (c Config) drainWait() time.Duration {
 		return max(5*time.Minute, c.Reader.MaxRecordAge+2*time.Minute)
 	}
 	if c.Faults.PoisonEnd && c.Faults.PoisonKill > 0 {
-		// Each attempt then waits out a lost holder's lease and fence,
-		// and a count reaches the row only when a renewal came first.
+		// Each attempt then waits out a lost holder's lease and fence.
 		return 10 * time.Minute
 	}
 	return 5 * time.Minute

@@ -223,7 +223,11 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 		}
 		w.tr.add(w.shardName(shardID), owner, "the call of %d records broke after %s (%s); the function runs on", len(seqs), time.Since(start), what)
 		if poisoned && brs.hit(f.PoisonKill) {
-			t.killAfter(shardID, owner, brs.dur(0, 2*w.cfg.Reader.Renew))
+			within := 2 * w.cfg.Reader.Renew
+			if f.PoisonKillWithin > 0 {
+				within = f.PoisonKillWithin
+			}
+			t.killAfter(shardID, owner, brs.dur(0, within))
 		}
 		return 0, outBroken
 	case <-ctx.Done():
