@@ -331,6 +331,20 @@ func (h *Holder) ender(inv *invocation) func(bool) {
 	}
 }
 
+// fenceFromLocked is the fence a write records from t (the release's send
+// time, a renewal's deadline) over the invocations the holder started: until
+// each may have ended (runningUntilLocked) and a tenth of MaxRun more, as
+// recorded gives, or 0 when that is not after t. The tenth counts in the
+// comparison too: an invocation given up on whose timeout has just passed on
+// this holder's clock, if it runs a few percent fast, may still run.
+func (h *Holder) fenceFromLocked(t time.Time) time.Duration {
+	until := h.runningUntilLocked()
+	if until.IsZero() {
+		return 0
+	}
+	return max(0, h.o.recorded(until.Sub(t)))
+}
+
 // runningUntilLocked is when every invocation the holder started may have
 // ended: those still running (which may send a request until now) and
 // those given up on alike.
@@ -412,9 +426,7 @@ func (h *Holder) renewLocked(ctx context.Context, arm bool) error {
 		rn.Fence = h.o.recorded(h.o.fence())
 	} else {
 		h.armed = h.o.MaxRun == 0
-		if until := h.runningUntilLocked(); until.After(deadline) {
-			rn.Fence = h.o.recorded(until.Sub(deadline))
-		}
+		rn.Fence = h.fenceFromLocked(deadline)
 	}
 	h.lastRenew = sent
 	if seq := h.carryLocked(); seq != "" {
@@ -682,9 +694,7 @@ func (h *Holder) Release(ctx context.Context, to string) error {
 	h.mu.Lock()
 	now := h.o.Clock()
 	ho := Handover{To: to, Failing: h.failingLocked()}
-	if until := h.runningUntilLocked(); until.After(now) {
-		ho.Fence = h.o.recorded(until.Sub(now))
-	}
+	ho.Fence = h.fenceFromLocked(now)
 	h.mu.Unlock()
 	err := h.o.Store.Release(ctx, h.o.Stream, h.o.ShardID, h.o.Owner, ho)
 	h.lose(errReleased)

@@ -851,3 +851,40 @@ func TestHolder_AFenceOutlastsTheFunctionOnClocksThatRunApart(t *testing.T) {
 		}
 	})
 }
+
+// TestHolder_AReleaseLateInTheFunctionsRunStillFencesItOnAFastClock: a run
+// gives up on an invocation and hands the row back near the end of the
+// function's timeout, when the timeout has passed on the holder's clock (4 %
+// fast) but not in true time. The release must still carry a fence to the
+// function's end and the tenth for clocks, not none (world 1,000,392 of the
+// simulator: the next run invoked 88 ms before the function ended).
+func TestHolder_AReleaseLateInTheFunctionsRunStillFencesItOnAFastClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memStore(t)
+		began := time.Now()
+		fast := func() time.Time { return began.Add(time.Duration(float64(time.Since(began)) * 1.04)) }
+		const maxRun = 20 * time.Second
+		h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "loop/r1", MaxRun: maxRun, Clock: fast})
+		must(t, err)
+		t.Cleanup(h.Close)
+		go h.KeepAlive(t.Context())
+		end, err := h.Begin(t.Context())
+		must(t, err)
+		ends := time.Now().Add(maxRun) // the function's own timeout, in true time
+		end(false)                     // the call breaks at once; the function runs on
+		time.Sleep(maxRun - 500*time.Millisecond)
+		must(t, h.Release(t.Context(), "loop"))
+		obs := lease.NewObserver(lease.DefaultDuration)
+		for {
+			row, err := mem.Get(t.Context(), stream, "s1")
+			must(t, err)
+			if v := obs.ObserveAs(row, fast(), "loop"); v.Available() {
+				if time.Now().Before(ends) {
+					t.Fatalf("the loop's next run may take the row %s before the function it gave up on ends (fence %s)", ends.Sub(time.Now()), row.Fence)
+				}
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
