@@ -824,32 +824,7 @@ func TestHolder_RecordsTheLagWithEveryCheckpointItWrites(t *testing.T) {
 // another clock 4 % fast: it must not take the row before the function
 // ended (world 1211 of the simulator: the next run took 83 ms early).
 func TestHolder_AFenceOutlastsTheFunctionOnClocksThatRunApart(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		mem := memStore(t)
-		began := time.Now()
-		fast := func() time.Time { return began.Add(time.Duration(float64(time.Since(began)) * 1.04)) }
-		const maxRun = 20 * time.Second
-		h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "loop/r1", MaxRun: maxRun, Clock: fast})
-		must(t, err)
-		t.Cleanup(h.Close)
-		end, err := h.Begin(t.Context())
-		must(t, err)
-		ends := time.Now().Add(maxRun) // the function's own timeout, in true time
-		end(false)                     // the call breaks at once; the function runs on
-		must(t, h.Release(t.Context(), "loop"))
-		obs := lease.NewObserver(lease.DefaultDuration)
-		for {
-			row, err := mem.Get(t.Context(), stream, "s1")
-			must(t, err)
-			if v := obs.ObserveAs(row, fast(), "loop"); v.Available() {
-				if time.Now().Before(ends) {
-					t.Fatalf("the loop's next run may take the row %s before the function it gave up on ends (fence %s)", ends.Sub(time.Now()), row.Fence)
-				}
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
+	synctest.Test(t, func(t *testing.T) { handBackOnAFastClock(t, 0) })
 }
 
 // TestHolder_AReleaseLateInTheFunctionsRunStillFencesItOnAFastClock: a run
@@ -859,32 +834,39 @@ func TestHolder_AFenceOutlastsTheFunctionOnClocksThatRunApart(t *testing.T) {
 // function's end and the tenth for clocks, not none (world 1,000,392 of the
 // simulator: the next run invoked 88 ms before the function ended).
 func TestHolder_AReleaseLateInTheFunctionsRunStillFencesItOnAFastClock(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		mem := memStore(t)
-		began := time.Now()
-		fast := func() time.Time { return began.Add(time.Duration(float64(time.Since(began)) * 1.04)) }
-		const maxRun = 20 * time.Second
-		h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "loop/r1", MaxRun: maxRun, Clock: fast})
+	synctest.Test(t, func(t *testing.T) { handBackOnAFastClock(t, 20*time.Second-500*time.Millisecond) })
+}
+
+// handBackOnAFastClock: a holder on a clock 4 % fast gives up on an
+// invocation of a function with a 20 s timeout just after it began, and
+// hands the row back to its loop after the given true time; the loop's next
+// run, on another clock 4 % fast, must not see the row available before the
+// function ended in true time. Run it in a synctest bubble.
+func handBackOnAFastClock(t *testing.T, after time.Duration) {
+	mem := memStore(t)
+	began := time.Now()
+	fast := func() time.Time { return began.Add(time.Duration(float64(time.Since(began)) * 1.04)) }
+	const maxRun = 20 * time.Second
+	h, _, err := lease.Hold(t.Context(), lease.HolderOptions{Store: mem, Stream: stream, ShardID: "s1", Owner: "loop/r1", MaxRun: maxRun, Clock: fast})
+	must(t, err)
+	t.Cleanup(h.Close)
+	go h.KeepAlive(t.Context())
+	end, err := h.Begin(t.Context())
+	must(t, err)
+	ends := time.Now().Add(maxRun) // the function's own timeout, in true time
+	end(false)                     // the call breaks at once; the function runs on
+	time.Sleep(after)
+	must(t, h.Release(t.Context(), "loop"))
+	obs := lease.NewObserver(lease.DefaultDuration)
+	for {
+		row, err := mem.Get(t.Context(), stream, "s1")
 		must(t, err)
-		t.Cleanup(h.Close)
-		go h.KeepAlive(t.Context())
-		end, err := h.Begin(t.Context())
-		must(t, err)
-		ends := time.Now().Add(maxRun) // the function's own timeout, in true time
-		end(false)                     // the call breaks at once; the function runs on
-		time.Sleep(maxRun - 500*time.Millisecond)
-		must(t, h.Release(t.Context(), "loop"))
-		obs := lease.NewObserver(lease.DefaultDuration)
-		for {
-			row, err := mem.Get(t.Context(), stream, "s1")
-			must(t, err)
-			if v := obs.ObserveAs(row, fast(), "loop"); v.Available() {
-				if time.Now().Before(ends) {
-					t.Fatalf("the loop's next run may take the row %s before the function it gave up on ends (fence %s)", ends.Sub(time.Now()), row.Fence)
-				}
-				return
+		if v := obs.ObserveAs(row, fast(), "loop"); v.Available() {
+			if time.Now().Before(ends) {
+				t.Fatalf("the loop's next run may take the row %s before the function it gave up on ends (fence %s)", ends.Sub(time.Now()), row.Fence)
 			}
-			time.Sleep(time.Millisecond)
+			return
 		}
-	})
+		time.Sleep(time.Millisecond)
+	}
 }
