@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
 )
@@ -98,8 +99,8 @@ func parenDepth(text string) int {
 // and has the value of the nested condition it was built as, under every
 // assignment of its terms.
 func TestStoreConditionsAreFlatAndMeanTheSame(t *testing.T) {
-	take := func(family string, ifCounter, ifUnchanged bool) cond {
-		return takeCond("A", takeOptions{family: family, ifCounter: ifCounter, counter: 3, ifUnchanged: ifUnchanged, unchanged: 4})
+	take := func(family string, ifCounter, ifUnchanged bool, incarnation int64) cond {
+		return takeCond("A", takeOptions{family: family, ifCounter: ifCounter, counter: 3, ifUnchanged: ifUnchanged, unchanged: 4, incarnation: incarnation})
 	}
 	conds := map[string]cond{
 		"renew":                     writableBy("A"),
@@ -112,7 +113,9 @@ func TestStoreConditionsAreFlatAndMeanTheSame(t *testing.T) {
 	for _, family := range []string{"", "F"} {
 		for _, ifc := range []bool{false, true} {
 			for _, ifu := range []bool{false, true} {
-				conds["take family="+family+" ifCounter="+map[bool]string{true: "y", false: "n"}[ifc]+" ifUnchanged="+map[bool]string{true: "y", false: "n"}[ifu]] = take(family, ifc, ifu)
+				for _, inc := range []int64{0, 9} {
+					conds[fmt.Sprintf("take family=%s ifCounter=%v ifUnchanged=%v incarnation=%d", family, ifc, ifu, inc)] = take(family, ifc, ifu, inc)
+				}
 			}
 		}
 	}

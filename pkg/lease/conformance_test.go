@@ -752,6 +752,32 @@ var coordinatorCases = []conformanceCase{
 			}
 		}
 	}},
+	{"TakeOfAnEarlierIncarnationNeverLandsOnALaterOnesRow", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A coordinator that described the deleted stream (incarnation 100)
+		// takes a row the stream created again (200) has written meanwhile:
+		// the take is refused, free row or not, and the row keeps its
+		// incarnation. A take of the same or a later incarnation, or of a
+		// row that names none, goes through.
+		noErr(t)(s.Take(ctx, stream, "s1", "A", lease.WithIncarnation(200)))
+		must(t, s.Release(ctx, stream, "s1", "A", lease.Handover{}))
+		if _, err := s.Take(ctx, stream, "s1", "B", lease.WithIncarnation(100)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of an earlier incarnation's free row: err = %v, want ErrHeld", err)
+		}
+		noErr(t)(s.Take(ctx, stream, "s2", "A", lease.WithIncarnation(200)))
+		if _, err := s.Take(ctx, stream, "s2", "A", lease.WithIncarnation(100)); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take back by its holder under an earlier incarnation: err = %v, want ErrHeld", err)
+		}
+		for _, id := range []string{"s1", "s2"} {
+			if got, _ := s.Get(ctx, stream, id); got.Incarnation != 200 || got.Owner == "B" {
+				t.Fatalf("row %s = %+v, want the later incarnation's, not taken by B", id, got)
+			}
+		}
+		noErr(t)(s.Take(ctx, stream, "s1", "B", lease.WithIncarnation(200)))
+		noErr(t)(s.Take(ctx, stream, "s3", "B"))
+		if got, err := s.Take(ctx, stream, "s3", "B", lease.WithIncarnation(300)); err != nil || got.Incarnation != 300 {
+			t.Fatalf("take of a later incarnation: row = %+v, err %v; want incarnation 300", got, err)
+		}
+	}},
 	{"RevokedLeaseIsTakenOnlyByItsLoopOrOnceItLapsed", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		for _, shard := range []string{"s1", "s2"} {
 			noErr(t)(s.Take(ctx, stream, shard, "loop/r1"))

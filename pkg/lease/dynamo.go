@@ -301,6 +301,11 @@ func takeCond(owner string, o takeOptions) cond {
 	if o.ifUnchanged {
 		c = and(c, counterIs(o.unchanged))
 	}
+	if o.incarnation != 0 {
+		// Never a row of a later incarnation of the stream (see
+		// WithIncarnation).
+		c = and(c, or(notExists(attrIncarnation), atMost(attrIncarnation, o.incarnation)))
+	}
 	return c
 }
 

@@ -491,7 +491,9 @@ func WithFence(fence time.Duration) TakeOption {
 }
 
 // WithIncarnation records the stream incarnation (Lease.Incarnation) on
-// the row.
+// the row, and refuses (ErrHeld) a row of a later incarnation: a taker that
+// described the stream before it was deleted and created again never lands
+// on the new stream's row, free or held.
 func WithIncarnation(created int64) TakeOption {
 	return func(o *takeOptions) { o.incarnation = created }
 }
