@@ -41,6 +41,7 @@ func recordSize(r types.Record) int { return len(r.Data) + len(aws.ToString(r.Pa
 // deliverable one covers them. It also returns how many leading records no
 // unit covers, before the first unit.
 func (r *run) units(records []types.Record) (us []unit, lead int) {
+	us = make([]unit, 0, len(records))
 	for i, rec := range records {
 		seq := aws.ToString(rec.SequenceNumber)
 		switch {
