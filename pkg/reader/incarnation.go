@@ -7,20 +7,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardloop/shardloop/pkg/lease"
 )
 
-// streamGone reports whether the stream that row was written for is gone:
+// streamGone reports whether the stream of incarnation inc (the creation
+// time, in milliseconds, the row or the loop's state names) is gone:
 // Kinesis does not know the stream, or a stream of that name was created
-// since (its creation time, in milliseconds, is not the row's
-// incarnation). A loop of a deleted stream must not read the one created
-// again under the old row: its checkpoint names records of another stream,
-// and the new stream's start was never applied to that row. One
+// since. A loop of a deleted stream must not read the one created again
+// under the old row: its checkpoint names records of another stream, and
+// the new stream's start was never applied to that row. One
 // DescribeStreamSummary a run; when it fails otherwise, the run reads on
 // (a throttled describe must not stop a shard).
-func (r *run) streamGone(ctx context.Context, row lease.Lease) bool {
-	if row.Incarnation == 0 {
+func (r *run) streamGone(ctx context.Context, inc int64) bool {
+	if inc == 0 {
 		return false
 	}
 	in := &kinesis.DescribeStreamSummaryInput{}
@@ -41,9 +39,9 @@ func (r *run) streamGone(ctx context.Context, row lease.Lease) bool {
 	case out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.StreamCreationTimestamp == nil:
 		return false
 	}
-	if created := out.StreamDescriptionSummary.StreamCreationTimestamp.UnixMilli(); created != row.Incarnation {
+	if created := out.StreamDescriptionSummary.StreamCreationTimestamp.UnixMilli(); created != inc {
 		r.log.Warn("the stream was created again since the shard's row was written; releasing the lease",
-			"row_incarnation", row.Incarnation, "stream_created", created)
+			"row_incarnation", inc, "stream_created", created)
 		return true
 	}
 	return false

@@ -175,6 +175,35 @@ func TestRun_ALoopOfAnEarlierStreamDoesNotReadTheNewOnesShard(t *testing.T) {
 	})
 }
 
+// TestRun_ALoopOfAnEarlierStreamDoesNotRecreateItsDeletedRow: the loop
+// read a shard of a stream since deleted and created again; the
+// coordinator deleted the old stream's row as stale. The loop's next run
+// finds no row and takes it afresh, as it may; the fresh row names no
+// incarnation, so the run judges it by the one its state carries, and
+// releases it unread. The simulator's world 4246: the run read the new
+// stream's shard of that id, a child of a merge, from its tip before its
+// parents were read to their end.
+func TestRun_ALoopOfAnEarlierStreamDoesNotRecreateItsDeletedRow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 5)
+		sum, err := m.k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(m.stream)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := aws.ToTime(sum.StreamDescriptionSummary.StreamCreationTimestamp).UnixMilli()
+		var delivered atomic.Int64
+		o := Options{Kinesis: m.k, Store: m.store, Target: countingTarget(&delivered, nil), PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second}
+		earlier := m.state("A")
+		earlier.Incarnation = created - 60_000
+		st, err := Run(t.Context(), o, earlier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		endedUnread(t, m, st, delivered.Load())
+	})
+}
+
 // endedUnread fails t unless the run ended the loop (stream_gone),
 // delivered nothing and released the lease.
 func endedUnread(t *testing.T, m *memStream, st State, delivered int64) {

@@ -122,10 +122,20 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 		r.log.Warn("the shard's row was written for a stream created again since this loop began; releasing it unread",
 			"loop_incarnation", st.Incarnation, "row_incarnation", row.Incarnation)
 	}
+	// A row that names no incarnation, held by a loop that knows its own,
+	// was taken afresh: the coordinator deleted the loop's row meanwhile
+	// (as stale, when the stream was deleted). It is judged by the loop's
+	// incarnation: a loop of a deleted stream must not read the shard of
+	// that id of the stream created again, whose parents the fresh row does
+	// not name (the simulator's world 4246).
+	inc := row.Incarnation
+	if inc == 0 {
+		inc = st.Incarnation
+	}
 	if row.Incarnation != 0 && !earlier {
 		r.in.Incarnation = row.Incarnation
 	}
-	if earlier || r.streamGone(h.Context(), row) {
+	if earlier || r.streamGone(h.Context(), inc) {
 		if err := h.Release(context.WithoutCancel(ctx), ""); err != nil {
 			r.log.Warn("release failed; the lease will expire", "err", err)
 		}
