@@ -16,8 +16,10 @@ import (
 // under the old row: its checkpoint names records of another stream, and
 // the new stream's start was never applied to that row. One
 // DescribeStreamSummary a run; when it fails otherwise, the run reads on
-// (a throttled describe must not stop a shard).
-func (r *run) streamGone(ctx context.Context, inc int64) bool {
+// (a throttled describe must not stop a shard), unless fresh: a row taken
+// afresh, after the coordinator deleted it, says nothing of the stream it
+// is for, and is released unread for the coordinator to judge.
+func (r *run) streamGone(ctx context.Context, inc int64, fresh bool) bool {
 	if inc == 0 {
 		return false
 	}
@@ -32,6 +34,9 @@ func (r *run) streamGone(ctx context.Context, inc int64) bool {
 	switch {
 	case errors.As(err, &nf):
 		r.log.Warn("the stream no longer exists; releasing the lease", "err", err)
+		return true
+	case err != nil && fresh:
+		r.log.Warn("describe stream failed, and the shard's row was taken afresh: releasing it unread, for the coordinator", "err", err)
 		return true
 	case err != nil:
 		r.log.Info("describe stream failed; reading on", "err", err)

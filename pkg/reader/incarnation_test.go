@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/shardloop/shardloop/internal/kinesismem"
 	"github.com/shardloop/shardloop/pkg/lease"
 )
 
@@ -201,7 +202,26 @@ func TestRun_ALoopOfAnEarlierStreamDoesNotRecreateItsDeletedRow(t *testing.T) {
 			t.Fatal(err)
 		}
 		endedUnread(t, m, st, delivered.Load())
+
+		// Nor when the stream cannot be described: a fresh row says
+		// nothing of the stream it is for, so the run does not read on.
+		row, _ := m.store.Get(t.Context(), m.stream, m.shard)
+		if err := m.store.Delete(t.Context(), m.stream, m.shard, row.Counter); err != nil {
+			t.Fatal(err)
+		}
+		o.Kinesis = describeFails{m.k}
+		if st, err = Run(t.Context(), o, earlier); err != nil {
+			t.Fatal(err)
+		}
+		endedUnread(t, m, st, delivered.Load())
 	})
+}
+
+// describeFails is a Kinesis whose DescribeStreamSummary always fails.
+type describeFails struct{ *kinesismem.Client }
+
+func (describeFails) DescribeStreamSummary(context.Context, *kinesis.DescribeStreamSummaryInput, ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return nil, errors.New("describe: throttled (injected)")
 }
 
 // endedUnread fails t unless the run ended the loop (stream_gone),

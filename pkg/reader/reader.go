@@ -127,15 +127,16 @@ func Run(ctx context.Context, opts Options, st State) (State, error) {
 	// (as stale, when the stream was deleted). It is judged by the loop's
 	// incarnation: a loop of a deleted stream must not read the shard of
 	// that id of the stream created again, whose parents the fresh row does
-	// not name (the simulator's world 4246).
-	inc := row.Incarnation
-	if inc == 0 {
+	// not name (the simulator's world 4246); and, the stream not described,
+	// it is released unread all the same.
+	inc, fresh := row.Incarnation, row.Incarnation == 0 && st.Incarnation != 0
+	if fresh {
 		inc = st.Incarnation
 	}
 	if row.Incarnation != 0 && !earlier {
 		r.in.Incarnation = row.Incarnation
 	}
-	if earlier || r.streamGone(h.Context(), inc) {
+	if earlier || r.streamGone(h.Context(), inc, fresh) {
 		if err := h.Release(context.WithoutCancel(ctx), ""); err != nil {
 			r.log.Warn("release failed; the lease will expire", "err", err)
 		}
