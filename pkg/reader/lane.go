@@ -80,16 +80,7 @@ func (l *lane) deliver(us []unit) bool {
 	began := r.o.Clock()
 
 	carried := func(s span) (int, error) { return l.carried(us, s.lo, s.hi) }
-	p := newPlan(r.o.BisectBatchOnFunctionError, r.o.retryLimit(), carried, span{0, len(us)})
-	if f, ok := l.failureOf(us[0].seq()); ok && (f.FailedAttempts > 0 || r.o.BisectBatchOnFunctionError) {
-		// A failure carried from an earlier run covers the units that
-		// failed then (with bisection, the half it had come down to, so
-		// that the halving goes on from there); what was read after them
-		// is delivered on its own afterwards.
-		if k := l.carriedEnd(us, 0, len(us)); k < len(us) {
-			p = newPlan(r.o.BisectBatchOnFunctionError, r.o.retryLimit(), carried, span{0, k}, span{k, len(us)})
-		}
-	}
+	p := newPlan(r.o.BisectBatchOnFunctionError, r.o.retryLimit(), carried, l.spans(us)...)
 	expired := func(s span) int { return r.expired(us[s.lo:s.hi]) }
 	failing := false
 	for {
@@ -294,6 +285,35 @@ func (l *lane) failureOf(seq string) (Failure, bool) {
 	}
 	f, ok := l.r.carriedIn[seq]
 	return f, ok
+}
+
+// spans is how the lane delivers us: whole, or, where a failure carried
+// from an earlier run begins at one of its units, the units before it, then
+// those that failed then (with bisection, the half it had come down to, so
+// that the halving goes on from there), then what was read after them. The
+// failing record need not head the batch: a new loop reads from the
+// checkpoint, and what its dead predecessor settled past it in this lane,
+// while other lanes held the checkpoint back, went with its state
+// (the simulator's world 2,003,478, where every loop halved from a whole
+// batch again).
+func (l *lane) spans(us []unit) []span {
+	for k := range us {
+		f, ok := l.failureOf(us[k].seq())
+		if !ok || (f.FailedAttempts == 0 && !l.r.o.BisectBatchOnFunctionError) {
+			continue
+		}
+		var out []span
+		if k > 0 {
+			out = append(out, span{0, k})
+		}
+		end := l.carriedEnd(us, k, len(us))
+		out = append(out, span{k, end})
+		if end < len(us) {
+			out = append(out, span{end, len(us)})
+		}
+		return out
+	}
+	return []span{{0, len(us)}}
 }
 
 // carriedEnd is where the failed delivery carried for us[lo] ended within

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -687,4 +688,46 @@ func TestRun_ANewLoopGoesOnCountingWhereALostStateLeftIt(t *testing.T) {
 	if n := failures.Load(); n != 3 {
 		t.Fatalf("given up after %d failed deliveries, want 3 (MaximumRetryAttempts 2)", n)
 	}
+}
+
+// TestRun_ACarriedFailureSplitsTheBatchWhereItsRecordFalls: a new loop
+// reads from the checkpoint, so the records its predecessor settled past
+// it (while other lanes held it back) come again before the half a failure
+// on the row names. The batch is split where that half begins: the
+// records before it go first and alone, and the halving goes on from the
+// half instead of from a whole batch again. The simulator's world
+// 2,003,478: loops that died after each failed call halved from 64 every
+// time, and the poisoned record was given up only once the checkpoint had
+// crept up to it.
+func TestRun_ACarriedFailureSplitsTheBatchWhereItsRecordFalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a"}, 64)
+		bad := m.seqs[40]
+		var mu sync.Mutex
+		var sizes []int
+		tgt := FuncTarget(func(_ context.Context, b Batch) (int, error) {
+			mu.Lock()
+			sizes = append(sizes, len(b.Records))
+			mu.Unlock()
+			for _, r := range b.Records {
+				if aws.ToString(r.SequenceNumber) == bad {
+					return 0, errors.New("the function fails on this record (injected)")
+				}
+			}
+			return len(b.Records), nil
+		})
+		o := Options{Kinesis: m.k, Store: m.store, Target: tgt, PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second,
+			Mapping: Mapping{BatchSize: 100, BisectBatchOnFunctionError: true, MaximumRetryAttempts: RetryAttempts(2)}}
+		st := m.state("A")
+		st.Failure = Failure{FailingSeq: m.seqs[32], FailingLast: m.seqs[47]}
+		if _, err := Run(t.Context(), o, st); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sizes) < 2 || sizes[0] != 32 || sizes[1] != 16 {
+			t.Fatalf("deliveries of %v records, want 32 (the records before the carried half) and then 16 (the half)", sizes)
+		}
+	})
 }
