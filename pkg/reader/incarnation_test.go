@@ -142,11 +142,7 @@ func TestRun_ALoopOfAnEarlierStreamDoesNotReadTheNewOnesShard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemStream(t)
 		m.put(t, []string{"a"}, 5)
-		sum, err := m.k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(m.stream)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created := aws.ToTime(sum.StreamDescriptionSummary.StreamCreationTimestamp).UnixMilli()
+		created := m.created(t)
 		if _, err := m.store.Take(t.Context(), m.stream, m.shard, "A", lease.WithIncarnation(created)); err != nil {
 			t.Fatal(err)
 		}
@@ -188,11 +184,7 @@ func TestRun_ALoopOfAnEarlierStreamDoesNotRecreateItsDeletedRow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemStream(t)
 		m.put(t, []string{"a"}, 5)
-		sum, err := m.k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(m.stream)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created := aws.ToTime(sum.StreamDescriptionSummary.StreamCreationTimestamp).UnixMilli()
+		created := m.created(t)
 		var delivered atomic.Int64
 		o := Options{Kinesis: m.k, Store: m.store, Target: countingTarget(&delivered, nil), PollInterval: 200 * time.Millisecond, RunLength: 10 * time.Second}
 		earlier := m.state("A")
@@ -222,6 +214,16 @@ type describeFails struct{ *kinesismem.Client }
 
 func (describeFails) DescribeStreamSummary(context.Context, *kinesis.DescribeStreamSummaryInput, ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
 	return nil, errors.New("describe: throttled (injected)")
+}
+
+// created is the stream's creation time (Unix ms): its incarnation.
+func (m *memStream) created(t *testing.T) int64 {
+	t.Helper()
+	sum, err := m.k.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(m.stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToTime(sum.StreamDescriptionSummary.StreamCreationTimestamp).UnixMilli()
 }
 
 // endedUnread fails t unless the run ended the loop (stream_gone),
