@@ -297,6 +297,9 @@ func (l *lane) failureOf(seq string) (Failure, bool) {
 // (the simulator's world 2,003,478, where every loop halved from a whole
 // batch again).
 func (l *lane) spans(us []unit) []span {
+	if l.fail.FailingSeq == "" && len(l.r.carriedIn) == 0 {
+		return []span{{0, len(us)}} // nothing carried: no lookup per unit
+	}
 	for k := range us {
 		f, ok := l.failureOf(us[k].seq())
 		if !ok || (f.FailedAttempts == 0 && !l.r.o.BisectBatchOnFunctionError) {
