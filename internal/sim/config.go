@@ -226,6 +226,16 @@ const (
 	// Recreate waits for every record owed so far to be settled, moves
 	// deployments with a sequence start to a timestamp start of that
 	// moment, deletes the stream and creates it again with Shards shards.
+	// Start names a race at the deletion, in deployment Deployment:
+	// "describe", a host freezes for Pause as its coordinator's
+	// description of the old stream arrives, and the deletion goes ahead
+	// at once (where Pick < 0.5, the host wakes earlier, as the next start
+	// write lands: the new stream's generation applied, its rows not yet
+	// taken); "start", the deployment is deployed again with a start of
+	// that moment, and a host freezes for Pause as its first start write
+	// leaves, the deletion going ahead at once; "freeze", a host (Pick
+	// chooses which) is frozen for Pause as the stream is deleted, and the
+	// new stream splits twice before it wakes.
 	Recreate EventKind = "recreate"
 	// Partition cuts a host of deployment Deployment (Pick chooses which,
 	// among those made so far) off from the lease table (Start "store") or
@@ -607,6 +617,37 @@ func Draw(seed uint64) Config {
 	// generation is applied row by row and the record after it is done.
 	if c.Faults.SlowStart > 0 && f() < 0.9 {
 		c.Faults.SlowRead = 0.3 + rate(1, 0.6)
+	}
+	// Races at a re-creation, drawn last: the deletion lands while a host
+	// of the old stream has something under way, and the host wakes once
+	// the new stream's coordinators have written (or cleaned up) its rows.
+	// A coordinator's pass that described the old stream reads the new
+	// stream's listing and rows; a start write of the old stream's
+	// generation lands on the new stream's row; a loop of the old stream
+	// wakes after its row was deleted as stale.
+	if f() < 0.15 {
+		c.Events = append(c.Events, Event{At: between(c.Produce/4, 3*c.Produce/4), Kind: Recreate, Shards: 1 + r.IntN(4)})
+	}
+	for i := range c.Events {
+		e := &c.Events[i]
+		if e.Kind != Recreate || f() >= 0.8 {
+			continue
+		}
+		e.Deployment, e.Pick = r.IntN(n), f()
+		switch e.Start = pick("describe", "start", "freeze"); e.Start {
+		case "freeze":
+			e.Pause = between(c.Reader.Lease+2*time.Second, 3*c.Reader.Lease)
+			// A host whose rows another coordinator cleans up meanwhile:
+			// a local runner of several processes, where there is one
+			// (with two deployments, the other one's cleans up too).
+			for j, d := range c.Deployments {
+				if !d.Lambda && d.Runners > 1 {
+					e.Deployment = j
+				}
+			}
+		default:
+			e.Pause = between(3*time.Second, 25*time.Second)
+		}
 	}
 	c.keepAbreast()
 	sortEvents(c.Events)

@@ -17,6 +17,12 @@ type hostFaults struct {
 	cut    map[string]time.Time // "store|host" or "target|host": unreachable until
 	frozen map[string]time.Time // host: frozen until
 	st     strikes
+	race   *recreateRace // armed by a re-creation, waiting for its moment
+	// thawed is closed, and replaced, when a freeze ends early (thaw).
+	thawed chan struct{}
+	// thawOnStart is a host frozen by a "describe" race that wakes as the
+	// next start write lands (the new stream's generation applied).
+	thawOnStart string
 }
 
 // noteHost registers a new host.
@@ -87,12 +93,38 @@ func (w *World) wake(ctx context.Context) {
 	if host == "" {
 		return
 	}
-	w.hf.mu.Lock()
-	until := w.hf.frozen[host]
-	w.hf.mu.Unlock()
-	if d := time.Until(until); d > 0 {
-		time.Sleep(d)
+	for {
+		w.hf.mu.Lock()
+		until, thawed := w.hf.frozen[host], w.hf.thawed
+		w.hf.mu.Unlock()
+		d := time.Until(until)
+		if d <= 0 {
+			return
+		}
+		select {
+		case <-time.After(d):
+		case <-thawed:
+		}
 	}
+}
+
+// thawOnStart wakes the host a "describe" race froze to wake at the next
+// start write, if one waits: called as a start write lands.
+func (w *World) thawOnStart() {
+	w.hf.mu.Lock()
+	host := w.hf.thawOnStart
+	if host == "" {
+		w.hf.mu.Unlock()
+		return
+	}
+	w.hf.thawOnStart = ""
+	w.hf.frozen[host] = time.Now()
+	if w.hf.thawed != nil {
+		close(w.hf.thawed)
+	}
+	w.hf.thawed = make(chan struct{})
+	w.hf.mu.Unlock()
+	w.tr.add("", "", "race at the re-creation: host %s wakes as a start write lands", host)
 }
 
 // strikes are the host losses armed by Strike events, each waiting for its
@@ -221,4 +253,64 @@ func (w *World) strikeRenewal(ctx context.Context, dep, shardID string, after ti
 	w.hf.mu.Unlock()
 	w.tr.add(w.shardName(shardID), "", "strike: a renewal answered after %s; host %s cut off from the table for %s", after, host, e.Pause)
 	return after
+}
+
+// recreateRace is the race a Recreate event arms just before it deletes
+// the stream (Event.Start names its moment): the first host of the event's
+// deployment to meet that moment freezes for the event's Pause, with what
+// it was doing for the old stream still under way.
+type recreateRace struct {
+	e     Event
+	taken chan struct{}
+}
+
+// armRace arms e's race; the channel closes when a host meets it.
+func (w *World) armRace(e Event) <-chan struct{} {
+	r := &recreateRace{e: e, taken: make(chan struct{})}
+	w.hf.mu.Lock()
+	w.hf.race = r
+	w.hf.mu.Unlock()
+	return r.taken
+}
+
+// disarmRace drops the race armed, met or not.
+func (w *World) disarmRace() {
+	w.hf.mu.Lock()
+	w.hf.race = nil
+	w.hf.mu.Unlock()
+}
+
+// meetRace freezes ctx's host, a host of deployment dep at moment, when
+// the race armed waits for that moment in dep, and reports whether it did.
+// The caller then calls wake: what the host was about to do, it does when
+// it wakes up, after the stream was deleted and created again.
+func (w *World) meetRace(ctx context.Context, moment, dep string) bool {
+	host := hostOf(ctx)
+	if host == "" {
+		return false
+	}
+	w.hf.mu.Lock()
+	r := w.hf.race
+	if r == nil || r.e.Start != moment || w.cfg.Deployments[r.e.Deployment].Name != dep {
+		w.hf.mu.Unlock()
+		return false
+	}
+	w.hf.race = nil
+	close(r.taken)
+	if moment == "describe" && r.e.Pick < 0.5 {
+		// Half of them wake at once as the new stream's generation has
+		// its first start written, its rows not yet taken.
+		w.hf.thawOnStart = host
+	}
+	w.hf.mu.Unlock()
+	w.freeze(host, r.e.Pause)
+	w.tr.add("", "", "race at the re-creation: host %s frozen for %s at its %s", host, r.e.Pause, moment)
+	return true
+}
+
+// depOfHost is the deployment of a host's name ("a#3", "a-reader#4",
+// "a-coordinator#5").
+func depOfHost(host string) string {
+	dep, _, _ := strings.Cut(host, "#")
+	return strings.TrimSuffix(strings.TrimSuffix(dep, "-reader"), "-coordinator")
 }

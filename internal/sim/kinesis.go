@@ -66,7 +66,14 @@ func (n *network) DescribeStreamSummary(ctx context.Context, in *kinesis.Describ
 	if err := n.latency(ctx, n.w.rnd.get("kinesis:describe:"+n.w.actor(ctx))); err != nil {
 		return nil, err
 	}
-	return n.inner.DescribeStreamSummary(ctx, in, optFns...)
+	out, err := n.inner.DescribeStreamSummary(ctx, in, optFns...)
+	// A coordinator's description answered just before a re-creation's
+	// deletion (a "describe" race): its host freezes as the answer
+	// arrives, and its pass goes on with the old stream in hand.
+	if _, _, owned := ownerOf(ctx); !owned && err == nil && n.w.meetRace(ctx, "describe", depOfHost(hostOf(ctx))) {
+		n.w.wake(ctx)
+	}
+	return out, err
 }
 
 // CreateStream is kinesis.Client's.

@@ -104,6 +104,12 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 			after += slow
 		}
 	}
+	// A start written just before a re-creation's deletion (a "start"
+	// race): its host freezes as the write leaves, and it lands when the
+	// host wakes, after the stream was created again.
+	if op == "set start" {
+		w.meetRace(ctx, "start", s.dep)
+	}
 	w.wake(ctx)
 	if err := sleep(ctx, before); err != nil {
 		return err
@@ -126,6 +132,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 	err := f()
 	if op == "set start" && err == nil {
 		s.t.startAt = time.Now()
+		w.thawOnStart()
 	}
 	// A read of the rows while a generation is applied row by row (a start
 	// written within the longest a slow one takes) answers slowly at times:

@@ -384,6 +384,8 @@ func (w *World) reshard(e Event) {
 	open := w.openShards()
 	var err error
 	switch {
+	case len(open) == 0: // the stream deleted meanwhile
+		return
 	case e.Kind == Split:
 		s := open[int(e.Pick*float64(len(open)))%len(open)]
 		mid := midHashKey(s.HashKeyStart, s.HashKeyEnd)
@@ -431,6 +433,7 @@ func (w *World) recreate(e Event) {
 		}
 		w.chk.mu.Unlock()
 	}
+	moved := map[int]bool{}
 	for i := range w.deps {
 		w.mu.Lock()
 		st := w.starts[i]
@@ -439,8 +442,10 @@ func (w *World) recreate(e Event) {
 			// A start not seen before (a rollback to a superseded one would
 			// be stale and change nothing).
 			w.apply(Event{Kind: Redeploy, Deployment: i, Start: "timestamp:+0s"})
+			moved[i] = true
 		}
 	}
+	w.raceDeletion(e, moved)
 	ctx := context.Background()
 	for {
 		_, err := w.kin.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(streamName)})
@@ -460,6 +465,52 @@ func (w *World) recreate(e Event) {
 	w.createStream(max(1, e.Shards))
 	w.prod.restart()
 	w.prod.pause(false)
+	if e.Start == "freeze" {
+		// The new stream splits twice while the host sleeps: a child's
+		// shard id may be one the frozen loops held a row for in the old
+		// stream, whose row the new stream's coordinators clean up.
+		rs := w.rnd.get("recreate")
+		after, picks := rs.dur(500*time.Millisecond, max(time.Second, e.Pause/2)), []float64{rs.float(), rs.float()}
+		w.bg.Go(func() {
+			for _, p := range picks { // two splits, for more ids the old stream's rows may share
+				time.Sleep(after)
+				w.reshard(Event{Kind: Split, Pick: p})
+			}
+		})
+	}
+}
+
+// raceDeletion sets up e's race (Event.Start) and returns when the
+// deletion may go ahead: at once for "freeze", which freezes a host of
+// the deployment for e.Pause from now; for "describe" and "start" once a
+// host of the deployment has met the moment and frozen (or after a
+// minute and a quarter, when none did). "start" first deploys the deployment again with
+// a start of this moment, unless moved says it was just moved so.
+func (w *World) raceDeletion(e Event, moved map[int]bool) {
+	var met <-chan struct{}
+	switch e.Start {
+	case "":
+		return
+	case "freeze":
+		if host := w.hf.pickHost(w.cfg.Deployments[e.Deployment].Name, e.Pick); host != "" {
+			w.freeze(host, e.Pause)
+			w.tr.add("", "", "race at the re-creation: host %s frozen for %s as the stream is deleted", host, e.Pause)
+		}
+		return
+	case "start":
+		met = w.armRace(e)
+		if !moved[e.Deployment] {
+			w.apply(Event{Kind: Redeploy, Deployment: e.Deployment, Start: "timestamp:+0s"})
+		}
+	default:
+		met = w.armRace(e)
+	}
+	select {
+	case <-met:
+	case <-time.After(schedulePeriod + 15*time.Second): // a Lambda coordinator's next window begins within it
+		w.disarmRace()
+		w.tr.add("", "", "race at the re-creation: no host met its %s", e.Start)
+	}
 }
 
 // readerOptions are a deployment's reader options on a host.
