@@ -609,6 +609,17 @@ func Draw(seed uint64) Config {
 			if f() < 0.5 {
 				c.Faults.PoisonKill, c.Faults.PoisonKillWithin = 1, rd.Renew/20
 			}
+			// In half of them, bisection over several lanes: the other
+			// lanes hold the checkpoint back, so a new loop's batch
+			// begins before the half its dead predecessor had come down
+			// to, and the halving must go on from there.
+			if f() < 0.5 && rd.TumblingWindow == 0 && rd.BatchSize > 1 {
+				rd.Bisect = true
+				rd.ParallelizationFactor = max(rd.ParallelizationFactor, 2+r.IntN(4))
+				if rd.BatchingWindow == 0 {
+					rd.BatchingWindow = between(time.Second, 3*time.Second)
+				}
+			}
 			c.Drain = 25 * time.Minute
 		}
 	}
