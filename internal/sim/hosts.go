@@ -164,7 +164,7 @@ func (w *World) strikeInvocation(ctx context.Context, dep, shardID string, lat t
 	host := hostOf(ctx)
 	key := dep + "|" + shardID
 	now := time.Now()
-	rs := w.rnd.get("strike:" + w.actor(ctx) + ":" + shardID)
+	rs := w.draws(ctx, "strike", shardID)
 	slow := func() time.Duration {
 		fn := w.cfg.Reader.FunctionTimeout
 		return max(lat, rs.dur(fn/2, fn))
@@ -242,7 +242,7 @@ func (w *World) strikeRenewal(ctx context.Context, dep, shardID string, after ti
 	if !ok {
 		return after
 	}
-	rs := w.rnd.get("strike:" + w.actor(ctx) + ":" + shardID)
+	rs := w.draws(ctx, "strike", shardID)
 	after = max(after, rs.dur(late, time.Until(deadline)-100*time.Millisecond))
 	w.partition(host, "store", e.Pause)
 	w.hf.mu.Lock()

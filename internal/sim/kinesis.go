@@ -103,7 +103,7 @@ func (n *network) readFault(rs *stream, records bool) int {
 // GetShardIterator is kinesis.Client's.
 func (n *network) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	id := aws.ToString(in.ShardId)
-	rs := n.w.rnd.get("kinesis:" + n.w.actor(ctx) + ":" + id)
+	rs := n.w.draws(ctx, "kinesis", id)
 	if err := n.latency(ctx, rs); err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (n *network) GetShardIterator(ctx context.Context, in *kinesis.GetShardIter
 // GetRecords is kinesis.Client's.
 func (n *network) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	id := n.shardOf(in.ShardIterator)
-	rs := n.w.rnd.get("kinesis:" + n.w.actor(ctx) + ":" + id)
+	rs := n.w.draws(ctx, "kinesis", id)
 	if err := n.latency(ctx, rs); err != nil {
 		return nil, err
 	}

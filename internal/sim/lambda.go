@@ -91,7 +91,7 @@ func newLambda(w *World, d Deployment) *lambdaDep {
 	return l
 }
 
-func (l *lambdaDep) rs(what string) *stream { return l.w.rnd.get("lambda:" + l.d.Name + ":" + what) }
+func (l *lambdaDep) rs(what string) *stream { return l.w.rnd.get("lambda:", l.d.Name, ":", what) }
 
 // deploy publishes a new version with start; the schedule begins with the
 // first deploy.

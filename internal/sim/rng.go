@@ -27,13 +27,21 @@ type stream struct {
 
 func newStreams(seed uint64) *streams { return &streams{seed: seed, m: map[string]*stream{}} }
 
-func (s *streams) get(name string) *stream {
+// get returns the stream named by parts joined. The name is joined in a
+// buffer on the stack and looked up without a string of its own: most
+// calls find a stream made earlier, and then allocate nothing.
+func (s *streams) get(parts ...string) *stream {
+	var buf [128]byte
+	name := buf[:0]
+	for _, p := range parts {
+		name = append(name, p...)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.m[name]
+	st := s.m[string(name)]
 	if st == nil {
-		st = &stream{r: rand.New(rand.NewPCG(s.seed, hash64(name)))}
-		s.m[name] = st
+		st = &stream{r: rand.New(rand.NewPCG(s.seed, hash64(string(name))))}
+		s.m[string(name)] = st
 	}
 	return st
 }

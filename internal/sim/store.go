@@ -69,7 +69,7 @@ var rareWrite = map[string]bool{"pin": true, "release": true, "SHARD_END checkpo
 func (s *store) call(ctx context.Context, op, stream, shardID string, write bool, f func() error) error {
 	w := s.t.w
 	fs := &w.cfg.Faults
-	rs := w.rnd.get("store:" + w.actor(ctx) + ":" + shardID)
+	rs := w.draws(ctx, "store", shardID)
 	// The write lands after the call's latency, or (one call in four) part
 	// way, the rest of the latency being the answer's way back.
 	before, after := rs.latency(fs.StoreLatency, fs.StoreTail), time.Duration(0)

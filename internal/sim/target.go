@@ -50,11 +50,36 @@ func withHost(ctx context.Context, host string) context.Context {
 // actor draws from streams of its own, so what one draws does not depend
 // on how the others' calls interleave with its own.
 func (w *World) actor(ctx context.Context) string {
-	host, _ := ctx.Value(hostKey{}).(string)
-	if owner, _, ok := ownerOf(ctx); ok {
-		return host + "/" + w.tr.known(owner) // "" before the loop's first take
+	host, alias, loop := w.actorOf(ctx)
+	if loop {
+		return host + "/" + alias
 	}
 	return host
+}
+
+// actorOf is actor in parts: the host, and the loop's alias when a loop
+// makes the call (loop true; the alias is "" before the loop's first take).
+func (w *World) actorOf(ctx context.Context) (host, alias string, loop bool) {
+	host, _ = ctx.Value(hostKey{}).(string)
+	if inv := invocationOf(ctx); inv != nil {
+		return host, w.tr.known(inv.owner), true
+	}
+	if o, ok := runner.LoopOwner(ctx); ok {
+		return host, w.tr.known(o), true
+	}
+	return host, "", false
+}
+
+// draws is the random stream of kind for ctx's actor and a shard: the one
+// named kind + ":" + w.actor(ctx) + ":" + shardID, found without joining
+// the name on the heap (every call to Kinesis, the table and the target
+// draws from one).
+func (w *World) draws(ctx context.Context, kind, shardID string) *stream {
+	host, alias, loop := w.actorOf(ctx)
+	if loop {
+		return w.rnd.get(kind, ":", host, "/", alias, ":", shardID)
+	}
+	return w.rnd.get(kind, ":", host, ":", shardID)
 }
 
 // ownerOf returns the loop owner a call is made for and the key of its
@@ -159,7 +184,7 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 		w.chk.fail(shardKey{w.chk.cur, shardID}, "a delivery by no known loop")
 		w.chk.mu.Unlock()
 	}
-	rs := w.rnd.get("target:" + w.actor(ctx) + ":" + shardID)
+	rs := w.draws(ctx, "target", shardID)
 	lat := rs.latency(f.TargetLatency, f.TargetTail)
 	if rs.hit(f.TargetSlow) {
 		lat += rs.dur(time.Second, max(time.Second, f.TargetSlowMax))
@@ -203,7 +228,7 @@ func (t *target) run(ctx context.Context, shardID string, seqs []string, noState
 	// A call that breaks while the function runs (a connection reset):
 	// drawn from a stream of its own, so worlds without it draw as before.
 	var broke <-chan time.Time
-	brs := w.rnd.get("broken:" + w.actor(ctx) + ":" + shardID)
+	brs := w.draws(ctx, "broken", shardID)
 	if hit := brs.hit(f.TargetBroken); hit || poisoned {
 		within := min(lat, w.cfg.Reader.FunctionTimeout)
 		if poisoned {
@@ -304,7 +329,7 @@ func (t *target) work(ctx context.Context, owner, run, shardID string, seqs []st
 // (it went on after it, or stopped there and names every one left), in any
 // order. The trigger, and the reader, retry from the lowest one named.
 func (fn function) itemFailures(ctx context.Context, shardID string, seqs []string, n int) []byte {
-	rs := fn.t.w.rnd.get("items:" + fn.t.w.actor(ctx) + ":" + shardID)
+	rs := fn.t.w.draws(ctx, "items", shardID)
 	failed := []string{seqs[n]}
 	all := rs.hit(0.3)
 	for _, seq := range seqs[n+1:] {
@@ -396,7 +421,7 @@ type destination struct {
 func (d *destination) Send(ctx context.Context, fr reader.FailureRecord) error {
 	w := d.w
 	f := &w.cfg.Faults
-	rs := w.rnd.get("destination:" + w.actor(ctx) + ":" + fr.KinesisBatchInfo.ShardID)
+	rs := w.draws(ctx, "destination", fr.KinesisBatchInfo.ShardID)
 	if err := sleep(ctx, rs.latency(f.StoreLatency, f.StoreTail)); err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (t *target) window(ctx context.Context, shardID string, seqs []string, win 
 	owner, run, _ := ownerOf(ctx)
 	tok := stateToken(state)
 	w.chk.windowInvoked(owner, run, shardID, seqs, win, state, tok, final)
-	noState := w.rnd.get("window:" + w.actor(ctx) + ":" + shardID).hit(w.cfg.Faults.TargetNoState)
+	noState := w.draws(ctx, "window", shardID).hit(w.cfg.Faults.TargetNoState)
 	var (
 		n int
 		o outcome
@@ -154,7 +154,7 @@ func (t *target) runFinal(ctx context.Context, shardID string, noState bool) out
 	w := t.w
 	f := &w.cfg.Faults
 	owner, _, _ := ownerOf(ctx)
-	rs := w.rnd.get("target:" + w.actor(ctx) + ":" + shardID)
+	rs := w.draws(ctx, "target", shardID)
 	lat := rs.latency(f.TargetLatency, f.TargetTail)
 	x := rs.float()
 	if err := sleep(ctx, min(lat, w.cfg.Reader.FunctionTimeout)); err != nil {
