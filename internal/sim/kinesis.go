@@ -46,7 +46,7 @@ func injectedMsg(s string) *string { return aws.String("injected by the simulato
 func (n *network) latency(ctx context.Context, rs *stream) error {
 	f := &n.w.cfg.Faults
 	n.w.wake(ctx)
-	return sleep(ctx, rs.latency(f.KinesisLatency, f.KinesisTail))
+	return n.w.sleep(ctx, rs.latency(f.KinesisLatency, f.KinesisTail))
 }
 
 // ListShards is kinesis.Client's.

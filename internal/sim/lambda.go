@@ -117,7 +117,7 @@ func (l *lambdaDep) deploy(start string, _ time.Duration) {
 func (l *lambdaDep) schedule() {
 	for {
 		l.wg.Go(func() { l.invokeCoordinator(false, 0) })
-		if sleep(l.ctx, schedulePeriod) != nil {
+		if l.w.sleep(l.ctx, schedulePeriod) != nil {
 			return
 		}
 	}
@@ -151,7 +151,7 @@ func (l *lambdaDep) acquireCoordinator() (*coordInst, error) {
 		return nil, err
 	}
 	rs := l.rs("coordinator")
-	if err := sleep(l.ctx, rs.latency(w.cfg.Faults.ColdStart, 2*w.cfg.Faults.ColdStart)); err != nil {
+	if err := l.w.sleep(l.ctx, rs.latency(w.cfg.Faults.ColdStart, 2*w.cfg.Faults.ColdStart)); err != nil {
 		return nil, err
 	}
 	return &coordInst{host: clock.name, c: c, version: version, expires: time.Now().Add(rs.dur(5*time.Minute, 30*time.Minute))}, nil
@@ -193,7 +193,7 @@ func (l *lambdaDep) invokeCoordinator(nudge bool, attempt int) {
 	if nudge && err != nil && attempt < 2 && l.ctx.Err() == nil {
 		// Lambda retries a failed asynchronous invocation, a minute later.
 		l.wg.Go(func() {
-			if sleep(l.ctx, time.Minute) == nil {
+			if l.w.sleep(l.ctx, time.Minute) == nil {
 				l.invokeCoordinator(true, attempt+1)
 			}
 		})
@@ -215,7 +215,7 @@ var errStart = errors.New("sim: StartExecution failed (injected)")
 func (l *lambdaDep) startExecution(ctx context.Context, loop coordinator.Loop) error {
 	w := l.w
 	rs := l.rs("sfn")
-	if err := sleep(ctx, rs.latency(20*time.Millisecond, 500*time.Millisecond)); err != nil {
+	if err := l.w.sleep(ctx, rs.latency(20*time.Millisecond, 500*time.Millisecond)); err != nil {
 		return err
 	}
 	if rs.hit(w.cfg.Faults.StartBefore) {
@@ -262,7 +262,7 @@ func (l *lambdaDep) execution(name string, st reader.State) {
 			w.tr.add(sh, st.Owner, "loop done: %s", st.Reason)
 			return
 		}
-		if sleep(l.ctx, rs.latency(30*time.Millisecond, 300*time.Millisecond)) != nil {
+		if l.w.sleep(l.ctx, rs.latency(30*time.Millisecond, 300*time.Millisecond)) != nil {
 			return
 		}
 		if st.ContinueAsNew {
@@ -270,7 +270,7 @@ func (l *lambdaDep) execution(name string, st reader.State) {
 			// this one, retried; a retry that finds it started is done.
 			child := name + "+"
 			for attempt := 0; attempt < 6; attempt++ {
-				if attempt > 0 && sleep(l.ctx, time.Duration(1<<attempt)*time.Second/2) != nil {
+				if attempt > 0 && l.w.sleep(l.ctx, time.Duration(1<<attempt)*time.Second/2) != nil {
 					return
 				}
 				if rs.hit(f.StartBefore) {
@@ -304,7 +304,7 @@ func (l *lambdaDep) read(st reader.State, rs *stream) (reader.State, bool) {
 	for attempt := 0; attempt <= 6; attempt++ {
 		if attempt > 0 {
 			backoff := min(2*time.Second<<(attempt-1), 30*time.Second)
-			if sleep(l.ctx, rs.dur(0, backoff)) != nil {
+			if l.w.sleep(l.ctx, rs.dur(0, backoff)) != nil {
 				return st, false
 			}
 		}
@@ -317,7 +317,7 @@ func (l *lambdaDep) read(st reader.State, rs *stream) (reader.State, bool) {
 			// error: it retries while the first still runs.
 			first := st
 			l.wg.Go(func() { l.invoke(first) })
-			if sleep(l.ctx, rs.dur(0, w.cfg.Reader.RunLength)) != nil {
+			if l.w.sleep(l.ctx, rs.dur(0, w.cfg.Reader.RunLength)) != nil {
 				return st, false
 			}
 			w.tr.add(sh, st.Owner, "Read failed while the invocation runs (injected); retrying")
@@ -401,7 +401,7 @@ func (l *lambdaDep) acquireReader() (*readInst, error) {
 	}
 	l.mu.Unlock()
 	rs := l.rs("reader")
-	if err := sleep(l.ctx, rs.latency(w.cfg.Faults.ColdStart, 2*w.cfg.Faults.ColdStart)); err != nil {
+	if err := l.w.sleep(l.ctx, rs.latency(w.cfg.Faults.ColdStart, 2*w.cfg.Faults.ColdStart)); err != nil {
 		return nil, err
 	}
 	return &readInst{clock: w.newHost(l.d.Name + "-reader"), expires: time.Now().Add(rs.dur(5*time.Minute, 30*time.Minute))}, nil

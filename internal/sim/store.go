@@ -111,7 +111,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		w.meetRace(ctx, "start", s.dep)
 	}
 	w.wake(ctx)
-	if err := sleep(ctx, before); err != nil {
+	if err := w.sleep(ctx, before); err != nil {
 		return err
 	}
 	w.wake(ctx) // frozen on the way: the write lands when the host wakes
@@ -149,7 +149,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		w.tr.add(w.shardName(shardID), "", "%s: %s written, answer lost (injected)", s.dep, op)
 		return errStore
 	}
-	if e := sleep(ctx, after); e != nil && err == nil {
+	if e := w.sleep(ctx, after); e != nil && err == nil {
 		return e // written, but the caller gave up waiting
 	}
 	return err

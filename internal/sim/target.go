@@ -287,7 +287,7 @@ func (t *target) work(ctx context.Context, owner, run, shardID string, seqs []st
 	f := &w.cfg.Faults
 	start := time.Now()
 	timeout := w.cfg.Reader.FunctionTimeout
-	if err := sleep(ctx, min(lat, timeout)); err != nil {
+	if err := w.sleep(ctx, min(lat, timeout)); err != nil {
 		w.chk.delivery(t.dep, owner, run, shardID, seqs, start, 0)
 		w.tr.add(w.shardName(shardID), owner, "delivery of %d records cut after %s: %s", len(seqs), time.Since(start), why(context.Cause(ctx)))
 		return 0, outCancelled
@@ -422,7 +422,7 @@ func (d *destination) Send(ctx context.Context, fr reader.FailureRecord) error {
 	w := d.w
 	f := &w.cfg.Faults
 	rs := w.draws(ctx, "destination", fr.KinesisBatchInfo.ShardID)
-	if err := sleep(ctx, rs.latency(f.StoreLatency, f.StoreTail)); err != nil {
+	if err := w.sleep(ctx, rs.latency(f.StoreLatency, f.StoreTail)); err != nil {
 		return err
 	}
 	owner, run, _ := ownerOf(ctx)

@@ -157,7 +157,7 @@ func (t *target) runFinal(ctx context.Context, shardID string, noState bool) out
 	rs := w.draws(ctx, "target", shardID)
 	lat := rs.latency(f.TargetLatency, f.TargetTail)
 	x := rs.float()
-	if err := sleep(ctx, min(lat, w.cfg.Reader.FunctionTimeout)); err != nil {
+	if err := w.sleep(ctx, min(lat, w.cfg.Reader.FunctionTimeout)); err != nil {
 		return outCancelled
 	}
 	switch {

@@ -48,6 +48,8 @@ type World struct {
 
 	hf hostFaults
 
+	timers timerPool // for sleep
+
 	// lags is each shard's last MillisBehindLatest (hooks), for
 	// reader.Options.Lag.
 	lags sync.Map
@@ -664,7 +666,7 @@ func (p *producer) run(ctx context.Context) {
 		perm[i] = i
 	}
 	for ctx.Err() == nil {
-		if err := sleep(ctx, tick); err != nil {
+		if err := w.sleep(ctx, tick); err != nil {
 			return
 		}
 		p.mu.Lock()
