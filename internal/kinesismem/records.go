@@ -137,6 +137,7 @@ func (c *Client) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 			return nil, invalid("Records total %d bytes with their partition keys: want at most %d", total, MaxPutRecordsSize)
 		}
 		out.Records = make([]types.PutRecordsResultEntry, len(es))
+		ids := make([]string, 2*len(es)) // each entry's ShardId and SequenceNumber, in one allocation
 		failed := int32(0)
 		for i, e := range es {
 			sh, seq, ok := c.put(st, e, now)
@@ -148,7 +149,8 @@ func (c *Client) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 				}
 				continue
 			}
-			out.Records[i] = types.PutRecordsResultEntry{ShardId: aws.String(sh.id), SequenceNumber: aws.String(seq)}
+			ids[2*i], ids[2*i+1] = sh.id, seq
+			out.Records[i] = types.PutRecordsResultEntry{ShardId: &ids[2*i], SequenceNumber: &ids[2*i+1]}
 		}
 		out.FailedRecordCount, out.EncryptionType = aws.Int32(failed), types.EncryptionTypeNone
 		return &out.ResultMetadata, nil
@@ -347,15 +349,28 @@ func (c *Client) getRecords(now time.Time, in *kinesis.GetRecordsInput, out *kin
 	if !c.opts.NoReadLimits {
 		sh.readBytes.take(float64(size))
 	}
-	out.Records = make([]types.Record, 0, j-i)
-	for _, r := range sh.recs[i:j] {
-		out.Records = append(out.Records, types.Record{
-			Data:                        append([]byte(nil), r.data...),
-			PartitionKey:                aws.String(r.key),
-			SequenceNumber:              aws.String(r.seq),
-			ApproximateArrivalTimestamp: aws.Time(r.arrival),
+	out.Records = make([]types.Record, j-i)
+	// The answer's copies of the records' data, keys, sequence numbers and
+	// arrival times are made in one allocation of each kind, not four a
+	// record: a reader's every poll comes here. Each record's Data is capped
+	// at its own end, so an append to it cannot write over the next one's.
+	data := make([]byte, 0, size)
+	strs := make([]string, 2*(j-i))
+	times := make([]time.Time, j-i)
+	for k, r := range sh.recs[i:j] {
+		var d []byte // nil for empty data, as a copy of it was
+		if len(r.data) > 0 {
+			data = append(data, r.data...)
+			d = data[len(data)-len(r.data) : len(data) : len(data)]
+		}
+		strs[2*k], strs[2*k+1], times[k] = r.key, r.seq, r.arrival
+		out.Records[k] = types.Record{
+			Data:                        d,
+			PartitionKey:                &strs[2*k],
+			SequenceNumber:              &strs[2*k+1],
+			ApproximateArrivalTimestamp: &times[k],
 			EncryptionType:              types.EncryptionTypeNone,
-		})
+		}
 	}
 	after := it.after
 	behind := int64(0)
