@@ -662,8 +662,10 @@ func (p *producer) run(ctx context.Context) {
 	pad := strconv.Quote(strings.Repeat("x", w.cfg.DataSize))
 	owed := 0.0
 	perm := make([]int, len(p.next))
+	keyNames := make([]*string, len(p.next)) // each key's PartitionKey, made once
 	for i := range perm {
 		perm[i] = i
+		keyNames[i] = aws.String("k" + strconv.Itoa(i))
 	}
 	for ctx.Err() == nil {
 		if err := w.sleep(ctx, tick); err != nil {
@@ -695,11 +697,15 @@ func (p *producer) run(ctx context.Context) {
 		p.mu.Lock()
 		entries := make([]types.PutRecordsRequestEntry, n)
 		nums := make([]int, n)
+		// The records' data in one buffer, each capped at its own end.
+		data := make([]byte, 0, n*recordDataCap(pad))
 		for i, k := range keys {
 			nums[i] = p.next[k]
+			from := len(data)
+			data = appendRecordData(data, k, nums[i], pad)
 			entries[i] = types.PutRecordsRequestEntry{
-				PartitionKey: aws.String("k" + strconv.Itoa(k)),
-				Data:         appendRecordData(nil, k, nums[i], pad),
+				PartitionKey: keyNames[k],
+				Data:         data[from:len(data):len(data)],
 			}
 		}
 		p.mu.Unlock()
@@ -728,13 +734,18 @@ func recordData(k, n int, pad string) []byte {
 	return appendRecordData(nil, k, n, strconv.Quote(pad))
 }
 
+// recordDataCap is room enough for one record's data, given pad quoted.
+func recordDataCap(quotedPad string) int {
+	return len(`{"k":,"n":,"t":"a","p":}`) + 40 + len(quotedPad)
+}
+
 // appendRecordData appends recordData(k, n, pad) to b, given pad quoted
 // (strconv.Quote): the producer and the content check make one for every
 // record, and fmt's and the quoting's work per record was a few percent of
 // a world's time.
 func appendRecordData(b []byte, k, n int, quotedPad string) []byte {
 	if b == nil {
-		b = make([]byte, 0, len(`{"k":,"n":,"t":"a","p":}`)+40+len(quotedPad))
+		b = make([]byte, 0, recordDataCap(quotedPad))
 	}
 	b = append(b, `{"k":`...)
 	b = strconv.AppendInt(b, int64(k), 10)
