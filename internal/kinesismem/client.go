@@ -74,6 +74,12 @@ type shard struct {
 	children []int
 	recs     []record
 
+	// What ListShards answers of the shard, formatted once: its hash key
+	// range in decimal and its first and (once closed) last sequence
+	// numbers. The coordinators list every shard on every pass.
+	loKey, hiKey     string
+	startSeq, endSeq string
+
 	getRecords, getIterator window
 	readBytes               bucket
 	writeRecords, writeSize bucket
@@ -97,6 +103,7 @@ func (st *stream) seq(sh *shard, n uint64) string { return formatSeq(n, st.id, s
 func (st *stream) addShard(at time.Time, lo, hi hashKey, parents ...*shard) *shard {
 	sh := &shard{index: len(st.shards), lo: lo, hi: hi, start: st.next(), created: at}
 	sh.id = shardID(sh.index)
+	sh.loKey, sh.hiKey, sh.startSeq = lo.String(), hi.String(), st.seq(sh, sh.start)
 	for _, p := range parents {
 		sh.parents = append(sh.parents, p.id)
 		p.children = append(p.children, sh.index)
@@ -107,6 +114,7 @@ func (st *stream) addShard(at time.Time, lo, hi hashKey, parents ...*shard) *sha
 
 func (st *stream) closeShard(sh *shard, at time.Time) {
 	sh.end = st.next()
+	sh.endSeq = st.seq(sh, sh.end)
 	sh.closed = true
 	sh.closedAt = at
 }

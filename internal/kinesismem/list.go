@@ -147,21 +147,27 @@ func (c *Client) filter(st *stream, tok listToken, now time.Time) func(*shard) b
 }
 
 func (st *stream) describe(sh *shard) types.Shard {
-	s := types.Shard{
-		ShardId:      aws.String(sh.id),
-		HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(sh.lo.String()), EndingHashKey: aws.String(sh.hi.String())},
-		SequenceNumberRange: &types.SequenceNumberRange{
-			StartingSequenceNumber: aws.String(st.seq(sh, sh.start)),
-		},
-	}
+	// The answer's own copies of the shard's strings, and its two ranges,
+	// in one allocation (the strings were formatted when the shard was
+	// made, or closed).
+	a := &struct {
+		id, lo, hi, start, end, parent, adjacent string
+		hash                                     types.HashKeyRange
+		seqs                                     types.SequenceNumberRange
+	}{id: sh.id, lo: sh.loKey, hi: sh.hiKey, start: sh.startSeq, end: sh.endSeq}
+	a.hash = types.HashKeyRange{StartingHashKey: &a.lo, EndingHashKey: &a.hi}
+	a.seqs = types.SequenceNumberRange{StartingSequenceNumber: &a.start}
+	s := types.Shard{ShardId: &a.id, HashKeyRange: &a.hash, SequenceNumberRange: &a.seqs}
 	if sh.closed {
-		s.SequenceNumberRange.EndingSequenceNumber = aws.String(st.seq(sh, sh.end))
+		a.seqs.EndingSequenceNumber = &a.end
 	}
 	if len(sh.parents) > 0 {
-		s.ParentShardId = aws.String(sh.parents[0])
+		a.parent = sh.parents[0]
+		s.ParentShardId = &a.parent
 	}
 	if len(sh.parents) > 1 {
-		s.AdjacentParentShardId = aws.String(sh.parents[1])
+		a.adjacent = sh.parents[1]
+		s.AdjacentParentShardId = &a.adjacent
 	}
 	return s
 }

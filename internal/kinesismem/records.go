@@ -388,7 +388,7 @@ func (c *Client) getRecords(now time.Time, in *kinesis.GetRecordsInput, out *kin
 			out.ChildShards = append(out.ChildShards, types.ChildShard{
 				ShardId:      aws.String(ch.id),
 				ParentShards: append([]string(nil), ch.parents...),
-				HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(ch.lo.String()), EndingHashKey: aws.String(ch.hi.String())},
+				HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(ch.loKey), EndingHashKey: aws.String(ch.hiKey)},
 			})
 		}
 		return nil
