@@ -65,13 +65,13 @@ type checker struct {
 	bySeq map[string]*rec
 	sh    map[shardKey]*shardState
 	keys  map[keyKey][]*rec
-	low   map[lowKey]int            // per key and generation, the lowest record number not settled and owed
-	bad   map[keyKey]bool           // keys whose order broke (reported once)
-	rules map[int64]map[string]rule // by generation order, per shard id
+	low   map[lowKey]int             // per key and generation, the lowest record number not settled and owed
+	bad   map[keyKey]bool            // keys whose order broke (reported once)
+	rules map[int64]map[string]*rule // by generation order, per shard id; never changed once stored
 	// late is, by generation order, what a timestamp generation whose
 	// start is after its pinned tip owes on a shard its listing did not
 	// hold (a split after the listing, before the start): from the start.
-	late map[int64]rule
+	late map[int64]*rule
 	// ruleInc is the incarnation of each generation order's rules; maxOrder
 	// each incarnation's latest generation.
 	ruleInc  map[int64]int
@@ -295,7 +295,7 @@ type Stats struct {
 func newChecker(tr *tracer) *checker {
 	return &checker{
 		tr: tr, incs: map[int64]int{}, gone: map[int]time.Time{}, bySeq: map[string]*rec{},
-		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]rule{}, late: map[int64]rule{}, runs: map[runShard]runTake{}, early: map[string]bool{},
+		sh: map[shardKey]*shardState{}, keys: map[keyKey][]*rec{}, low: map[lowKey]int{}, ruleInc: map[int64]int{}, maxOrder: map[int]int64{}, bad: map[keyKey]bool{}, rules: map[int64]map[string]*rule{}, late: map[int64]*rule{}, runs: map[runShard]runTake{}, early: map[string]bool{},
 		folds: map[string]*fold{}, kept: map[string]*keptWindow{}, curRun: map[string]string{},
 	}
 }
@@ -545,7 +545,7 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 	c.stats.Generations++
 	inc := c.incOf(g.Incarnation)
 	tip, tipOK := timestampOf(g.Tip)
-	rules := map[string]rule{}
+	rules := map[string]*rule{}
 	for _, id := range g.Shards {
 		s := c.shard(shardKey{inc, id})
 		r, changes := c.ruleFor(g, id, rows[id], tip, tipOK, s)
@@ -562,7 +562,7 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 			}
 			continue
 		}
-		rules[id] = r
+		rules[id] = &r
 		rr := r
 		if s.cfg == nil || s.cfg.order <= s.applied {
 			// Until this generation reaches the row, its runs read under
@@ -574,7 +574,7 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 	c.rules[g.Order] = rules
 	c.ruleInc[g.Order] = inc
 	if at, ok := timestampOf(g.Start); ok && tipOK && at.After(tip) && g.ID != lease.DefaultGeneration {
-		c.late[g.Order] = rule{order: g.Order, kind: owesFromArrival, at: at, desc: "from " + fmtTime(at) + " (created after its listing)"}
+		c.late[g.Order] = &rule{order: g.Order, kind: owesFromArrival, at: at, desc: "from " + fmtTime(at) + " (created after its listing)"}
 	}
 	c.maxOrder[inc] = max(c.maxOrder[inc], g.Order)
 }
@@ -588,10 +588,10 @@ func (c *checker) ruleAt(s *shardState, o int64) *rule {
 			continue
 		}
 		if r, ok := c.rules[o][s.key.id]; ok && !s.void[o] {
-			return &r
+			return r
 		}
 		if r, ok := c.late[o]; ok && s.late == o {
-			return &r
+			return r
 		}
 	}
 	return s.pin
@@ -681,7 +681,7 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	}
 	c.reset(s)
 	if r, ok := c.rules[st.Order][shardID]; ok {
-		rr := r
+		rr := *r
 		s.row = &rr
 		if s.void[st.Order] {
 			// Superseded before it reached the row, its start landed after
@@ -693,7 +693,7 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 			s.cfgEpoch = s.epoch
 		}
 	} else if r, ok := c.late[st.Order]; ok && st.IfAbsent && c.ruleInc[st.Order] == k.inc {
-		rr := r
+		rr := *r
 		s.row, s.late = &rr, st.Order
 		if s.cfg == nil || s.cfg.order <= st.Order {
 			s.cfg, s.cfgEpoch = &rr, s.epoch
@@ -719,7 +719,8 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 				}
 			}
 		}
-		rules[shardID] = rr
+		stored := rr
+		rules[shardID] = &stored
 		delete(s.void, st.Order)
 		s.row, s.cfg, s.cfgEpoch = &rr, &rr, s.epoch
 	}

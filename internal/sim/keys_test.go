@@ -81,7 +81,7 @@ func TestKeyChecks(t *testing.T) {
 				x.settles = append(x.settles, settle{givenUp: true})
 			}
 			if c.from2 != 0 {
-				ck.rules[2] = map[string]rule{"s": {order: 2, kind: owesFromArrival, at: t0.Add(time.Duration(c.from2 * float64(time.Second))), desc: "from2"}}
+				ck.rules[2] = map[string]*rule{"s": {order: 2, kind: owesFromArrival, at: t0.Add(time.Duration(c.from2 * float64(time.Second))), desc: "from2"}}
 				ck.ruleInc[2] = 1
 			}
 			for _, iv := range c.invs {
