@@ -268,7 +268,10 @@ var fixedValues = []string{"aws:kinesis", "1.0", "aws:kinesis:record", "1.0", "u
 
 // scanEvent reads the fields of eventFields from a Kinesis event for
 // Lambda, in one walk of it: each value as the bytes of payload it is.
-func scanEvent(payload []byte) [][][]byte { return eventScanner.spans(payload) }
+// Every record of the event has one eventID.
+func scanEvent(payload []byte) [][][]byte {
+	return eventScanner.spans(payload, bytes.Count(payload, []byte(eventFields[fID].prefix)))
+}
 
 var eventScanner = newScanner(eventFields...)
 

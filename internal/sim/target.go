@@ -491,7 +491,7 @@ func newScanner(fs ...scanField) *scanner {
 // fields of every event it gets, and scanning the event once a field was
 // 7 % of a world's time.
 func (s *scanner) values(b []byte) [][]string {
-	spans := s.spans(b)
+	spans := s.spans(b, 0)
 	out := make([][]string, len(spans))
 	for x, vs := range spans {
 		for _, v := range vs {
@@ -502,9 +502,17 @@ func (s *scanner) values(b []byte) [][]string {
 }
 
 // spans is values as the bytes of b they are (no copies: most values are
-// only compared).
-func (s *scanner) spans(b []byte) [][][]byte {
+// only compared). each is how many values a field is expected to have (0:
+// not known): room for that many is made for all fields in one allocation,
+// not grown value by value.
+func (s *scanner) spans(b []byte, each int) [][][]byte {
 	out := make([][][]byte, len(s.fs))
+	if each > 0 {
+		room := make([][]byte, len(s.fs)*each)
+		for x := range out {
+			out[x] = room[x*each : x*each : (x+1)*each]
+		}
+	}
 	from := make([]int, len(s.fs)) // where each field's next occurrence may start; -1: no more
 	for i := 0; i < len(b)-1; i++ {
 		k := bytes.IndexByte(b[i:len(b)-1], '"')
