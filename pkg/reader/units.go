@@ -94,6 +94,13 @@ func (r *run) aggregated(seq string, err error) {
 // batch is what the target gets for us.
 func (r *run) batch(us []unit) Batch {
 	b := Batch{Stream: r.in.Stream, StreamARN: r.in.StreamARN, ShardID: r.in.ShardID}
+	n := 0
+	for _, u := range us {
+		n += len(u.recs)
+	}
+	if n > 0 {
+		b.Records = make([]types.Record, 0, n) // made once, not grown unit by unit
+	}
 	subs := false
 	for _, u := range us {
 		b.Records = append(b.Records, u.recs...)
