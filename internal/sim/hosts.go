@@ -130,10 +130,10 @@ func (w *World) thawOnStart() {
 // strikes are the host losses armed by Strike events, each waiting for its
 // moment, and what a struck host does meanwhile.
 type strikes struct {
-	pending []Event              // armed, in order of arming
-	slow    map[string]time.Time // host: its invocations may time out until (brownout)
-	started map[string]time.Time // deployment|shard: when its last invocation started
-	running map[string]int       // deployment|shard: invocations running
+	pending []Event                // armed, in order of arming
+	slow    map[string]time.Time   // host: its invocations may time out until (brownout)
+	started map[depShard]time.Time // when a shard's last invocation started
+	running map[depShard]int       // a shard's invocations running
 }
 
 // armStrike arms e: it strikes at the first moment of its kind.
@@ -156,13 +156,16 @@ func (w *World) takeStrikeLocked(kind, dep string) (Event, bool) {
 	return Event{}, false
 }
 
+// depShard is a shard of a deployment.
+type depShard struct{ dep, shardID string }
+
 // strikeInvocation is called as an invocation of a shard starts at the
 // function, with the run time drawn for it; it returns the run time, made
 // slow by a strike, and a func to call when the function's run ends. The
 // host of ctx is struck when a strike armed for this moment waits.
 func (w *World) strikeInvocation(ctx context.Context, dep, shardID string, lat time.Duration) (time.Duration, func()) {
 	host := hostOf(ctx)
-	key := dep + "|" + shardID
+	key := depShard{dep, shardID}
 	now := time.Now()
 	rs := w.draws(ctx, "strike", shardID)
 	slow := func() time.Duration {
@@ -172,7 +175,7 @@ func (w *World) strikeInvocation(ctx context.Context, dep, shardID string, lat t
 	w.hf.mu.Lock()
 	st := &w.hf.st
 	if st.started == nil {
-		st.started, st.running, st.slow = map[string]time.Time{}, map[string]int{}, map[string]time.Time{}
+		st.started, st.running, st.slow = map[depShard]time.Time{}, map[depShard]int{}, map[string]time.Time{}
 	}
 	quiet := st.running[key] == 0 && now.Sub(st.started[key]) >= 2*w.cfg.Reader.Renew
 	st.started[key] = now
