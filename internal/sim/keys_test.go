@@ -162,7 +162,7 @@ func TestReaderOptionsRecordTheLag(t *testing.T) {
 	if o.Lag == nil {
 		t.Fatal("reader options without Lag: checkpoints record no lag")
 	}
-	w.lags.Store("s1", int64(7))
+	w.lags.store("s1", 7)
 	if ms, ok := o.Lag(streamName, "s1"); !ok || ms != 7 {
 		t.Fatalf("Lag = %d, %v; want the shard's last lag, 7", ms, ok)
 	}

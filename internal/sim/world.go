@@ -52,7 +52,7 @@ type World struct {
 
 	// lags is each shard's last MillisBehindLatest (hooks), for
 	// reader.Options.Lag.
-	lags sync.Map
+	lags lags
 
 	mu      sync.Mutex
 	inc     int   // the stream's current incarnation
@@ -785,15 +785,32 @@ func (r *Result) Unknown() []Violation {
 }
 
 // lag is the reader's last lag on a shard, as metrics.Recorder.Lag is.
-func (w *World) lag(_, shardID string) (int64, bool) {
-	v, ok := w.lags.Load(shardID)
-	if !ok {
-		return 0, false
-	}
-	return v.(int64), true
+func (w *World) lag(_, shardID string) (int64, bool) { return w.lags.load(shardID) }
+
+func (h hooks) MillisBehindLatest(_, shardID string, ms int64) { h.w.lags.store(shardID, ms) }
+
+// lags are the shards' last lags. A map under a lock, not a sync.Map: every
+// read stores one, and a sync.Map boxed its key and value each time.
+type lags struct {
+	mu sync.Mutex
+	m  map[string]int64
 }
 
-func (h hooks) MillisBehindLatest(_, shardID string, ms int64) { h.w.lags.Store(shardID, ms) }
+func (l *lags) store(shardID string, ms int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]int64{}
+	}
+	l.m[shardID] = ms
+}
+
+func (l *lags) load(shardID string) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ms, ok := l.m[shardID]
+	return ms, ok
+}
 
 // hooks put what a reader reports of its reads in the trace.
 type hooks struct {
