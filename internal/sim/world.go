@@ -60,6 +60,7 @@ type World struct {
 	prod    *producer
 	starts  []string // each deployment's start as configured now
 	hosts   int
+	names   map[shardKey]string // shardName's, joined once: most trace events name a shard
 }
 
 // driver runs one deployment.
@@ -232,7 +233,18 @@ func (w *World) shardName(shardID string) string {
 	if shardID == "" || strings.HasPrefix(shardID, "#") {
 		return ""
 	}
-	return strconv.Itoa(w.incNow()) + "/" + shardID
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := shardKey{w.inc, shardID}
+	name, ok := w.names[k]
+	if !ok {
+		name = strconv.Itoa(w.inc) + "/" + shardID
+		if w.names == nil {
+			w.names = map[shardKey]string{}
+		}
+		w.names[k] = name
+	}
+	return name
 }
 
 // createStream creates the stream (again) and registers its incarnation.
