@@ -39,7 +39,11 @@ func (it iterator) encode() string {
 	binary.BigEndian.PutUint64(b[13:], it.after)
 	binary.BigEndian.PutUint64(b[21:], uint64(it.issued.UnixNano()))
 	b = binary.BigEndian.AppendUint64(b, checksum(b))
-	return base64.StdEncoding.EncodeToString(b)
+	// As base64.StdEncoding.EncodeToString(b), encoded on the stack: every
+	// GetRecords answer carries a new iterator.
+	var enc [(iteratorLen + 8 + 2) / 3 * 4]byte // StdEncoding.EncodedLen(len(b))
+	base64.StdEncoding.Encode(enc[:], b)
+	return string(enc[:])
 }
 
 func decodeIterator(s string) (iterator, bool) {
