@@ -734,7 +734,14 @@ func checkpointOrder(seq string) string {
 		return "~"
 	}
 	digits := strings.TrimLeft(seq, "0")
-	return fmt.Sprintf("%03d", len(digits)) + digits
+	n := len(digits)
+	if n > 999 {
+		return fmt.Sprintf("%03d", n) + digits
+	}
+	// As above, without fmt: every checkpoint written computes it.
+	b := make([]byte, 0, 3+n)
+	b = append(b, byte('0'+n/100), byte('0'+n/10%10), byte('0'+n%10))
+	return string(append(b, digits...))
 }
 
 func checkRenewal(rn Renewal) error {
