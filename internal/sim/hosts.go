@@ -13,9 +13,9 @@ import (
 // long GC pause, then wakes up and carries on).
 type hostFaults struct {
 	mu     sync.Mutex
-	names  []string             // every host, in order of creation
-	cut    map[string]time.Time // "store|host" or "target|host": unreachable until
-	frozen map[string]time.Time // host: frozen until
+	names  []string                // every host, in order of creation
+	cut    map[cutOffKey]time.Time // unreachable until
+	frozen map[string]time.Time    // host: frozen until
 	st     strikes
 	race   *recreateRace // armed by a re-creation, waiting for its moment
 	// thawed is closed, and replaced, when a freeze ends early (thaw).
@@ -54,13 +54,16 @@ func hostOf(ctx context.Context) string {
 	return host
 }
 
+// cutOffKey is what ("store" or "target") a host is cut off from.
+type cutOffKey struct{ what, host string }
+
 // partition cuts host off from what ("store" or "target") for d.
 func (w *World) partition(host, what string, d time.Duration) {
 	w.hf.mu.Lock()
 	if w.hf.cut == nil {
-		w.hf.cut = map[string]time.Time{}
+		w.hf.cut = map[cutOffKey]time.Time{}
 	}
-	w.hf.cut[what+"|"+host] = time.Now().Add(d)
+	w.hf.cut[cutOffKey{what, host}] = time.Now().Add(d)
 	w.hf.mu.Unlock()
 }
 
@@ -72,7 +75,7 @@ func (w *World) cutOff(ctx context.Context, what string) bool {
 	}
 	w.hf.mu.Lock()
 	defer w.hf.mu.Unlock()
-	return time.Now().Before(w.hf.cut[what+"|"+host])
+	return time.Now().Before(w.hf.cut[cutOffKey{what, host}])
 }
 
 // freeze freezes host for d.
