@@ -391,7 +391,7 @@ func (c *checker) produced(inc, key, n int, shardID, seq string, arrival time.Ti
 // (whose runs follow one another).
 func runKey(inv *invocation, owner string) string {
 	if inv != nil {
-		return "inv" + strconv.FormatInt(inv.id, 10)
+		return inv.run
 	}
 	return lease.LoopOwner(owner)
 }

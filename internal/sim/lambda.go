@@ -346,7 +346,7 @@ func (l *lambdaDep) invoke(st reader.State) (reader.State, error) {
 	defer l.releaseReader(inst)
 	l.mu.Lock()
 	l.nextInv++
-	inv := &invocation{id: l.nextInv, owner: st.Owner, dep: l.d.Name}
+	inv := &invocation{id: l.nextInv, owner: st.Owner, dep: l.d.Name, run: "inv" + strconv.FormatInt(l.nextInv, 10)}
 	l.mu.Unlock()
 	timeout := w.cfg.Reader.RunLength + time.Minute
 	ctx, cancel := context.WithTimeout(withHost(l.ctx, inst.clock.name), timeout)

@@ -24,6 +24,7 @@ type invocation struct {
 	id    int64
 	owner string
 	dep   string
+	run   string // its runKey, "inv" and its id, formatted once
 }
 
 type invocationKey struct{}
