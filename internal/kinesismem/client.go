@@ -29,6 +29,7 @@ type Client struct {
 	streams map[string]*stream // by name
 	byID    map[uint64]*stream
 	nextID  uint64
+	hashes  map[string]hashKey // partition keys' hashes (see partitionHash)
 }
 
 // New returns an empty Client.

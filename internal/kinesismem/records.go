@@ -35,9 +35,29 @@ func (c *Client) checkEntry(key string, data []byte, explicit *string) (entry, e
 		}
 		e.hash = h
 	} else {
-		e.hash = partitionHash(key)
+		e.hash = c.partitionHash(key)
 	}
 	return e, nil
+}
+
+// maxHashCache bounds the partition keys whose hashes a Client keeps.
+const maxHashCache = 1 << 16
+
+// partitionHash is partitionHash(key), kept for the first maxHashCache
+// keys: producers mostly write a set of keys over and over, and every
+// record put hashes its key. The caller holds c.mu.
+func (c *Client) partitionHash(key string) hashKey {
+	if h, ok := c.hashes[key]; ok {
+		return h
+	}
+	h := partitionHash(key)
+	if len(c.hashes) < maxHashCache {
+		if c.hashes == nil {
+			c.hashes = map[string]hashKey{}
+		}
+		c.hashes[key] = h
+	}
+	return h
 }
 
 // writable returns a stream that takes writes: ACTIVE or UPDATING.
