@@ -221,7 +221,7 @@ func (l *lambdaDep) startExecution(ctx context.Context, loop coordinator.Loop) e
 	if rs.hit(w.cfg.Faults.StartBefore) {
 		return errStart
 	}
-	st := reader.State{Stream: loop.Stream, StreamARN: loop.StreamARN, ShardID: loop.ShardID, Owner: loop.Owner}
+	st := loop.State()
 	l.begin(loop.Owner, st)
 	if rs.hit(w.cfg.Faults.StartAfter) {
 		return fmt.Errorf("%w after the execution started", errStart)

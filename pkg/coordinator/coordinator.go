@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,6 +28,17 @@ type Loop struct {
 	StreamARN string `json:"streamArn,omitempty"`
 	ShardID   string `json:"shardId"`
 	Owner     string `json:"owner"`
+	// Incarnation is the creation time (Unix ms) of the stream the
+	// coordinator took the row for (0: not known), under the name
+	// reader.State gives it: the loop's first state, so that a run that
+	// finds the row deleted and takes it afresh judges the stream by it.
+	Incarnation int64 `json:"incarnation,omitempty"`
+}
+
+// State is the loop's first state, as its Step Functions input carries it
+// to its first Read.
+func (l Loop) State() reader.State {
+	return reader.State{Stream: l.Stream, StreamARN: l.StreamARN, ShardID: l.ShardID, Owner: l.Owner, Incarnation: l.Incarnation}
 }
 
 // Starter starts a loop for a shard whose lease the coordinator has just
@@ -432,7 +444,7 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 				continue
 			}
 		}
-		loop := Loop{Stream: name, ShardID: s.ID, Owner: owner, StreamARN: sum.arn}
+		loop := Loop{Stream: name, ShardID: s.ID, Owner: owner, StreamARN: sum.arn, Incarnation: cmp.Or(taken.Incarnation, sum.incarnation)}
 		if strings.HasPrefix(sub.Stream, "arn:") {
 			loop.StreamARN = sub.Stream
 		}

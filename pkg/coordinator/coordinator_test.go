@@ -2,8 +2,10 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"github.com/shardloop/shardloop/internal/testaws"
 	"github.com/shardloop/shardloop/pkg/coordinator"
 	"github.com/shardloop/shardloop/pkg/lease"
+	"github.com/shardloop/shardloop/pkg/reader"
 	"github.com/shardloop/shardloop/pkg/shards"
 )
 
@@ -640,5 +643,54 @@ func TestPass_ClaimTakesOnlyTheShardsItChooses(t *testing.T) {
 	}
 	if len(offered) != 2 || len(offered[1]) != 2 {
 		t.Fatalf("second pass was offered %v, want the two shards left", offered)
+	}
+}
+
+// A loop is started knowing the incarnation of the stream whose row the
+// coordinator took for it (the stream's creation time): a first run, or a
+// Read that Step Functions retried with the execution's input, that finds
+// the row deleted meanwhile (the stream deleted and created again, the row
+// cleaned up as stale) judges by it the row it takes afresh. Started
+// without it, world 1209 of the simulator's recreation races read a
+// shard of the new stream at its tip.
+func TestPass_LoopsStartKnowingTheStreamsIncarnation(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 2)
+	out, err := kc.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := out.StreamDescriptionSummary.StreamCreationTimestamp.UnixMilli()
+	rec := &recorder{}
+	c := newCoordinator(t, coordinator.Config{Subscriptions: []coordinator.Subscription{{Stream: stream, Start: "horizon"}}}, memStore(t), kc, rec)
+	if _, err := c.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.loops) != 2 {
+		t.Fatalf("started %d loops, want 2", len(rec.loops))
+	}
+	for _, l := range rec.loops {
+		if l.Incarnation != want || want == 0 {
+			t.Fatalf("loop %s started with incarnation %d, want the stream's creation time %d", l.ShardID, l.Incarnation, want)
+		}
+	}
+}
+
+// A loop's Step Functions input (the Loop as JSON) is its first Read's
+// state: the reader finds in it what Loop.State gives the local runner.
+func TestLoop_ItsInputIsTheReadersFirstState(t *testing.T) {
+	l := coordinator.Loop{Stream: "orders", StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/orders", ShardID: "shardId-000000000004", Owner: "shardId-000000000004-9f86d081884c7d65", Incarnation: 1796534226316}
+	in, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st reader.State
+	if err := json.Unmarshal(in, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st, l.State()) {
+		t.Fatalf("the input %s reads as %+v, want %+v", in, st, l.State())
 	}
 }

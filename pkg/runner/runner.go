@@ -351,7 +351,7 @@ func (r *Runner) run(ctx context.Context, lp *loop) {
 	}
 	opts.Nudge = func(context.Context) { r.coord.Nudge() }
 	opts.Yield = lp.yield
-	st := reader.State{Stream: lp.info.Stream, StreamARN: lp.info.StreamARN, ShardID: lp.info.ShardID, Owner: lp.info.Owner}
+	st := lp.info.Loop.State()
 	ctx = context.WithValue(ctx, loopKey{}, lp.info.Owner)
 	log := r.log.With("stream", st.Stream, "shard_id", st.ShardID, "owner", st.Owner)
 	for ctx.Err() == nil && !lp.killed.Dead() {
