@@ -117,8 +117,10 @@ func (l *lane) deliver(us []unit) bool {
 		}
 		if errors.Is(err, errNotStarted) {
 			// No invocation started: the lease is gone, or the renewal
-			// recording its fence failed (tried again shortly).
-			if r.lost() || r.ctx.Err() != nil {
+			// recording its fence failed (tried again shortly, within the
+			// run's length: past it the wait is cut to nothing, and the
+			// batch is left to the next run).
+			if r.stop(r.ctx, false, true) {
 				return false
 			}
 			r.log.Warn("an invocation waits for the lease to record its fence", "err", err)

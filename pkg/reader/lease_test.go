@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -321,4 +322,47 @@ func (c *countingLeaseStore) Renew(ctx context.Context, stream, shardID, owner s
 func (c *countingLeaseStore) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
 	c.inc()
 	return c.MemoryStore.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
+}
+
+// TestRun_AFenceThatCannotBeRecordedPastTheRunsLengthIsNotRetriedAtOnce:
+// an invocation after a quiet spell waits for its holder to record its
+// fence; when that renewal fails, the lane tries again after RetryMin, but
+// never past the run's length: there the wait is cut to nothing, and a
+// lane that went on trying would call the store in a loop without pause
+// until the lease lapsed (under testing/synctest, for ever: the
+// simulator's SetStart plant showed it). Past its length a run leaves the
+// batch to the next run.
+func TestRun_AFenceThatCannotBeRecordedPastTheRunsLengthIsNotRetriedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemStream(t)
+		m.put(t, []string{"a", "b"}, 20)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		store := &renewPlan{Store: m.store, plan: func(n int) (time.Duration, bool) {
+			if n == 1000 {
+				cancel() // a lane retrying without pause: end the run, and say so below
+			}
+			// The first two renewals (3 s and 6 s in) succeed, the
+			// second, two renew intervals after the last invocation,
+			// without a fence; every one after them fails at once.
+			return 0, n > 2
+		}}
+		var delivered atomic.Int64
+		o := Options{Kinesis: m.k, Store: store, Target: countingTarget(&delivered, nil), RunLength: 10 * time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second, TargetTimeout: 2 * time.Second}
+		go func() {
+			time.Sleep(7500 * time.Millisecond) // after the quiet spell
+			m.put(t, []string{"c"}, 5)
+		}()
+		next, err := Run(ctx, o, m.state("A"))
+		store.mu.Lock()
+		n := store.n
+		store.mu.Unlock()
+		if n >= 1000 {
+			t.Fatalf("%d renewals in one run of 10s with retries 100ms apart: the lane retried without pause past the run's length", n)
+		}
+		if got := delivered.Load(); got != 20 {
+			t.Fatalf("%d records delivered, want the 20 before the quiet spell and none of those after it (their fence was never recorded)", got)
+		}
+		t.Logf("run ended %q after %d renewals (err %v)", next.Reason, n, err)
+	})
 }
