@@ -296,39 +296,38 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
-	listing, err := shards.List(ctx, c.kinesis, sub.Stream)
-	if err != nil {
-		return res, fmt.Errorf("stream %s: %w", name, err)
-	}
-	res.Shards = len(listing)
-	ids := make([]string, len(listing))
-	for i, s := range listing {
-		ids[i] = s.ID
-	}
 	// The rows are judged against the generation record read after them;
-	// the record read before them tells whether a generation was being
-	// applied (its starts written row by row) while they were read.
+	// the record read before the listing tells whether a generation was
+	// being applied (its starts written row by row) while the shards were
+	// listed and the rows read. When it is the applied record the pass
+	// goes on with, every start was on the rows before the listing was
+	// made, so the listing holds every shard whose row a coordinator of an
+	// older generation opened before a start re-opened its parent.
 	before, err := c.readGeneration(ctx, name)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
-	rows, err := c.store.GetMany(ctx, name, ids)
+	listing, rows, err := c.listRows(ctx, sub, name)
 	if err != nil {
-		return res, fmt.Errorf("stream %s: read leases: %w", name, err)
+		return res, err
 	}
+	res.Shards = len(listing)
 
 	recorded, ready, err := c.generation(ctx, name, sub, listing, rows, sum, &res, log)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
 	if ready && !recorded && !sameGeneration(before, res.Generation) {
-		// Another coordinator applied a generation while this pass read
-		// the rows: some may show its start and others not yet (a parent
-		// re-opened, its child's holder not yet revoked). Read them again,
-		// and take nothing unless the record stood still meanwhile.
-		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
-			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
+		// Another coordinator applied a generation while this pass listed
+		// the shards and read the rows: some rows may show its start and
+		// others not yet (a parent re-opened, its child's holder not yet
+		// revoked), and the listing may be older than the children of a
+		// parent it re-opened. List and read again, and take nothing
+		// unless the record stood still meanwhile.
+		if listing, rows, err = c.listRows(ctx, sub, name); err != nil {
+			return res, err
 		}
+		res.Shards = len(listing)
 		after, err := c.readGeneration(ctx, name)
 		if err != nil {
 			return res, fmt.Errorf("stream %s: %w", name, err)
@@ -345,15 +344,31 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
-	if recorded || late {
-		if rows, err = c.store.GetMany(ctx, name, ids); err != nil {
-			return res, fmt.Errorf("stream %s: read leases: %w", name, err)
+	missed, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log)
+	if err != nil {
+		return res, fmt.Errorf("stream %s: %w", name, err)
+	}
+	if recorded || late || missed {
+		// List and read again after this pass wrote starts: the listing
+		// may be older than children of a parent the starts re-opened (a
+		// reshard still UPDATING when it was made, or done while the pass
+		// ran), whose rows a coordinator of the older generation may hold.
+		// Such a child is re-opened before its parent is taken, so when
+		// the listing grew, the next pass decides. And another coordinator
+		// may have recorded a generation since and written its start on
+		// some rows and not yet on others (a parent re-opened, its
+		// children's holders not yet revoked): take nothing unless the
+		// record stood still.
+		fresh, again, err := c.listRows(ctx, sub, name)
+		if err != nil {
+			return res, err
 		}
-		// Read again after this pass wrote starts: another coordinator may
-		// have recorded a generation since and written its start on some
-		// rows and not yet on others (a parent re-opened, its children's
-		// holders not yet revoked). Take nothing unless the record stood
-		// still.
+		if grew(listing, fresh) {
+			res.Shards = len(fresh)
+			log.InfoContext(ctx, "the stream listed more shards after this pass wrote starts; taking no shard this pass", "shards", len(fresh))
+			return res, nil
+		}
+		listing, rows = fresh, again
 		after, err := c.readGeneration(ctx, name)
 		if err != nil {
 			return res, fmt.Errorf("stream %s: %w", name, err)
@@ -469,6 +484,37 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)
+}
+
+// listRows lists the stream's shards and reads their rows.
+func (c *Coordinator) listRows(ctx context.Context, sub Subscription, name string) ([]shards.Shard, map[string]lease.Lease, error) {
+	listing, err := shards.List(ctx, c.kinesis, sub.Stream)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	ids := make([]string, len(listing))
+	for i, s := range listing {
+		ids[i] = s.ID
+	}
+	rows, err := c.store.GetMany(ctx, name, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream %s: read leases: %w", name, err)
+	}
+	return listing, rows, nil
+}
+
+// grew reports whether listing b holds a shard that a does not.
+func grew(a, b []shards.Shard) bool {
+	had := make(map[string]bool, len(a))
+	for _, s := range a {
+		had[s.ID] = true
+	}
+	for _, s := range b {
+		if !had[s.ID] {
+			return true
+		}
+	}
+	return false
 }
 
 // readGeneration reads the stream's generation record; the zero record when
@@ -796,6 +842,54 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 		changed, err := c.store.SetStart(ctx, stream, s.ID, lease.Start{
 			Position: rec.Start, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, IfAbsent: true,
 		})
+		if err != nil {
+			return recorded, fmt.Errorf("record start position on %s: %w", s.ID, err)
+		}
+		recorded = recorded || changed
+	}
+	return recorded, nil
+}
+
+// reopenMissedChildren re-opens the listed shards that generation rec's own
+// listing did not hold and that were opened, under an older generation,
+// before rec re-opened a parent of theirs. A listing misses the children
+// of a reshard still UPDATING when it is made, or done while its pass
+// runs; a coordinator that listed them meanwhile may have taken them (their
+// parent read to its end) and read on. Kept as they are, they would read on
+// while the parent's records, which come before theirs, are read again, and
+// the parent's replay would skip what they had delivered. Each is re-opened
+// at its parent's start, its checkpoint cleared and its holder revoked,
+// parents first (the listing holds them first), as applying a generation
+// re-opens a listed child (see reopenedParent); the parent then waits for
+// the revoked holders (shards.Decide). It reports whether it wrote any
+// start. A child rec's listing missed holds only records written after the
+// generation's tip, so a child opened under rec itself (after the parent
+// was read again to its end) is never re-opened: its parent is finished.
+func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
+	rows map[string]lease.Lease, incarnation int64, log *slog.Logger) (bool, error) {
+	if rec.Order == 0 || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
+		return false, nil
+	}
+	covered := make(map[string]bool, len(rec.Shards))
+	for _, id := range rec.Shards {
+		covered[id] = true
+	}
+	wrote := map[string]lease.Start{}
+	recorded := false
+	for _, s := range listing {
+		row, ok := rows[s.ID]
+		if !ok || covered[s.ID] || !sameIncarnation(row.Incarnation, rec.Incarnation) || row.GenerationOrder >= rec.Order {
+			continue
+		}
+		at, reopen := reopenedParent(s, row, rows, wrote)
+		if !reopen {
+			continue
+		}
+		st := lease.Start{Position: at, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, ClearCheckpoint: true}
+		wrote[s.ID] = st
+		log.InfoContext(ctx, "re-opening a shard the generation's listing missed, whose parent it re-opened", "shard_id", s.ID, "start", at,
+			"generation", rec.ID, "order", rec.Order)
+		changed, err := c.store.SetStart(ctx, stream, s.ID, st)
 		if err != nil {
 			return recorded, fmt.Errorf("record start position on %s: %w", s.ID, err)
 		}

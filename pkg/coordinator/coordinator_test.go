@@ -213,7 +213,7 @@ func TestRun_NudgePassesAtOnce(t *testing.T) {
 	kc := testaws.Kinesis(t)
 	stream := newStream(t, kc, 1)
 	var passes atomic.Int64
-	counting := &countingKinesis{Client: kc, lists: &passes}
+	counting := &countingKinesis{Client: kc, passes: &passes}
 	c := newCoordinator(t, coordinator.Config{
 		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
 		RelistInterval: time.Hour,
@@ -234,7 +234,7 @@ func TestRun_EndsWithItsWindow(t *testing.T) {
 	c := newCoordinator(t, coordinator.Config{
 		Subscriptions:  []coordinator.Subscription{{Stream: stream}},
 		RelistInterval: 200 * time.Millisecond,
-	}, memStore(t), &countingKinesis{Client: kc, lists: &passes}, &recorder{})
+	}, memStore(t), &countingKinesis{Client: kc, passes: &passes}, &recorder{})
 	begin := time.Now()
 	if err := c.Run(t.Context(), time.Second); err != nil {
 		t.Fatal(err)
@@ -348,16 +348,16 @@ func TestPass_CleanupKeepsTrimmedParentUntilChildrenCheckpoint(t *testing.T) {
 }
 
 // countingKinesis counts ListShards first pages (one per pass).
+// countingKinesis counts passes by their one DescribeStreamSummary each (a
+// pass that writes starts lists the shards twice).
 type countingKinesis struct {
 	*kinesis.Client
-	lists *atomic.Int64
+	passes *atomic.Int64
 }
 
-func (c *countingKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	if in.NextToken == nil {
-		c.lists.Add(1)
-	}
-	return c.Client.ListShards(ctx, in, optFns...)
+func (c *countingKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	c.passes.Add(1)
+	return c.Client.DescribeStreamSummary(ctx, in, optFns...)
 }
 
 // hidingKinesis drops hidden shards from listings, as retention trims them.

@@ -357,6 +357,65 @@ func TestPass_AChildTakenWhileANewGenerationReopensItsParentIsGivenBack(t *testi
 	}
 }
 
+// TestPass_AGenerationReopensTheChildrenItsListingMissed is world
+// 1,004,422 of docs/benchmarks.md: a redeployed coordinator listed the
+// stream while a split was UPDATING (one shard), recorded a timestamp
+// generation over that listing and re-opened the parent; meanwhile a
+// coordinator of the old generation had listed the children and taken one,
+// which read on. The generation's pass took the parent at once, and its
+// replay of the parent's keys ran beside the child's holder, which was
+// never revoked. Now the pass that wrote the starts lists again and takes
+// nothing when the listing grew, and a pass re-opens the children the
+// generation's listing missed, revoking their holders, before the parent
+// is taken.
+func TestPass_AGenerationReopensTheChildrenItsListingMissed(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	ms := memStore(t)
+	readParentThenSplit(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}), kc, ms, stream)
+	children := pass(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}))
+	if got := shardsOf(children.Started); len(got) != 2 {
+		t.Fatalf("started %v, want both children", got)
+	}
+	settle(t, ms, children.Started, "5")
+
+	const parent = "shardId-000000000000"
+	hiding := &hidingKinesis{Client: kc}
+	hiding.hide("shardId-000000000001")
+	hiding.hide("shardId-000000000002")
+	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	y := newCoordinator(t, sub(stream, past), &interleave{Store: ms, afterSetStart: func(id string) {
+		if id == parent { // the split's children show from now on
+			hiding.mu.Lock()
+			clear(hiding.hidden)
+			hiding.mu.Unlock()
+		}
+	}}, hiding, &recorder{})
+
+	first := pass(t, y)
+	if first.Step != "begin" || !slices.Equal(first.Generation.Shards, []string{parent}) {
+		t.Fatalf("first pass = %+v, want a generation begun over the parent alone", first)
+	}
+	if got := shardsOf(first.Started); len(got) != 0 {
+		t.Fatalf("the pass whose listing missed the children started %v while their holders read on", got)
+	}
+
+	second := pass(t, y)
+	if got := shardsOf(second.Started); len(got) != 0 {
+		t.Fatalf("second pass started %v before the children's revoked holders stopped", got)
+	}
+	if w := second.Waiting[parent]; w.Kind != shards.WaitingOnDescendant {
+		t.Fatalf("parent: %v, want it waiting on a revoked child", w)
+	}
+	rows := rowsOf(t, ms, stream)
+	for _, l := range children.Started {
+		r := rows[l.ShardID]
+		if !r.Revoked || r.Checkpoint != "" || r.Start != past || r.GenerationOrder != first.Generation.Order {
+			t.Fatalf("child %s = %+v, want it re-opened at the generation's start, its holder revoked", l.ShardID, r)
+		}
+	}
+}
+
 // interleave runs hooks around a store's calls, to order two coordinators'
 // passes.
 type interleave struct {

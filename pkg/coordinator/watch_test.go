@@ -275,7 +275,7 @@ func TestOnce_TakesRevokedShardsOnceTheirLeasesLapseInOnePass(t *testing.T) {
 	cfg.Subscriptions[0].Start = "horizon"
 	rec := &recorder{}
 	var passes atomic.Int64
-	c := newCoordinator(t, cfg, store, &countingKinesis{Client: kc, lists: &passes}, rec)
+	c := newCoordinator(t, cfg, store, &countingKinesis{Client: kc, passes: &passes}, rec)
 	res, watched, err := c.Once(t.Context())
 	if err != nil {
 		t.Fatal(err)
