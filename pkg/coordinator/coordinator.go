@@ -231,7 +231,9 @@ type StreamResult struct {
 	Err error
 	// NextLapse is the earliest time a held lease of a listed, unfinished
 	// shard lapses by this coordinator's watch unless renewed (those taken
-	// in this pass included); zero when none is held.
+	// in this pass included), or a fence, or the lease of a finished
+	// parent still held, that keeps a shard waiting passes; zero when
+	// none does.
 	NextLapse time.Time
 	// Skipped are the shards whose records not yet delivered (under the
 	// generation recorded before) the generation this pass began moves past
@@ -399,7 +401,9 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	var stale []lease.Lease
 	for id, why := range d.NotLeasable {
 		switch why.Kind {
-		case shards.Fenced, shards.WaitingOnDescendant:
+		case shards.Fenced, shards.WaitingOnDescendant, shards.WaitingOnParent:
+			// A parent waited on has an Until when its holder or fence
+			// keeps its children waiting (zero when it is not read yet).
 			if !why.Until.IsZero() && (res.NextLapse.IsZero() || why.Until.Before(res.NextLapse)) {
 				res.NextLapse = why.Until
 			}

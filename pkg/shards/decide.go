@@ -145,10 +145,11 @@ type Decision struct {
 //     taken again (else Finished);
 //   - every parent, both for a merge, is read: finished in the store, or
 //     gone from the listing (trimmed by retention) (else WaitingOnParent);
-//     a finished parent whose row has a fence (invocations its last
-//     holder gave up on may still run, and they carry the children's
-//     keys) only once its verdict says the fence passed (else
-//     WaitingOnParent, Until then);
+//     a finished parent whose row still names its holder (the release
+//     after SHARD_END not written yet, or failed) or has a fence
+//     (invocations its last holder gave up on may still run, and they
+//     carry the children's keys) only once its verdict says the lease
+//     lapsed and the fence passed (else WaitingOnParent, Until then);
 //   - no listed shard below it in the lineage (a child, a grandchild: they
 //     carry its keys) is held under a revoked lease that has not lapsed by
 //     the taker's verdict, nor released with a fence that has not passed
@@ -193,8 +194,10 @@ func Decide(in Input) Decision {
 	read := func(p string) (bool, time.Time) {
 		if r, ok, _ := row(p); ok && r.Finished() {
 			// Its last holder may have given up on invocations that run
-			// on (the row's fence): they carry the keys its children carry.
-			if v := in.Verdicts[p]; r.Fence > 0 && !v.Available() {
+			// on: they carry the keys its children carry. Until it has
+			// released the row (it may not have yet, or the release
+			// failed), its lease covers them; after, the row's fence.
+			if v := in.Verdicts[p]; (r.Held() || r.Fence > 0) && !v.Available() {
 				return false, v.LapsesAt
 			}
 			return true, time.Time{}

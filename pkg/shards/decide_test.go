@@ -194,6 +194,25 @@ func TestDecide(t *testing.T) {
 			not:      map[string]Reason{"s0": fin, "s1": waitingUntil("s0", later), "s2": waitingUntil("s0", later)},
 		},
 		{
+			// Held at SHARD_END without a fence: the renewal before the end
+			// recorded none, as its lease then covered every invocation
+			// (given up on, the function running on). Until the release
+			// is written (or, when it failed, the lease lapses), the lease
+			// still covers them.
+			name:     "ChildrenWaitForAFinishedParentStillHeld",
+			shards:   split,
+			leases:   rows("s0", lease.Lease{Owner: "reader-a", Checkpoint: lease.ShardEnd, Counter: later.UnixMilli()}),
+			leasable: nil,
+			not:      map[string]Reason{"s0": fin, "s1": waitingUntil("s0", later), "s2": waitingUntil("s0", later)},
+		},
+		{
+			name:     "ChildrenTakenOnceAFinishedParentsHolderLapsed",
+			shards:   split,
+			leases:   rows("s0", lease.Lease{Owner: "reader-a", Checkpoint: lease.ShardEnd, Counter: -1}),
+			leasable: []string{"s1", "s2"},
+			not:      map[string]Reason{"s0": fin},
+		},
+		{
 			name:     "SplitParentHeldByAnotherOwner",
 			shards:   split,
 			leases:   rows("s0", heldBy("reader-b", later)),
