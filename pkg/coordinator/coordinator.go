@@ -865,8 +865,10 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 // at its parent's start, its checkpoint cleared and its holder revoked,
 // parents first (the listing holds them first), as applying a generation
 // re-opens a listed child (see reopenedParent); the parent then waits for
-// the revoked holders (shards.Decide). It reports whether it wrote any
-// start. A child rec's listing missed holds only records written after the
+// the revoked holders (shards.Decide). It reports whether it sent any
+// start, changed or not: either way the rows the pass read are out of date
+// (another coordinator's identical start may have landed first). A child
+// rec's listing missed holds only records written after the
 // generation's tip, so a child opened under rec itself (after the parent
 // was read again to its end) is never re-opened: its parent is finished.
 func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
@@ -879,7 +881,6 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 		covered[id] = true
 	}
 	wrote := map[string]lease.Start{}
-	recorded := false
 	for _, s := range listing {
 		row, ok := rows[s.ID]
 		if !ok || covered[s.ID] || !sameIncarnation(row.Incarnation, rec.Incarnation) || row.GenerationOrder >= rec.Order {
@@ -893,13 +894,11 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 		wrote[s.ID] = st
 		log.InfoContext(ctx, "re-opening a shard the generation's listing missed, whose parent it re-opened", "shard_id", s.ID, "start", at,
 			"generation", rec.ID, "order", rec.Order)
-		changed, err := c.store.SetStart(ctx, stream, s.ID, st)
-		if err != nil {
-			return recorded, fmt.Errorf("record start position on %s: %w", s.ID, err)
+		if _, err := c.store.SetStart(ctx, stream, s.ID, st); err != nil {
+			return true, fmt.Errorf("record start position on %s: %w", s.ID, err)
 		}
-		recorded = recorded || changed
 	}
-	return recorded, nil
+	return len(wrote) > 0, nil
 }
 
 // cleanup removes rows that no listed shard needs, once nobody holds them

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -369,6 +370,15 @@ func TestPass_AChildTakenWhileANewGenerationReopensItsParentIsGivenBack(t *testi
 // generation's listing missed, revoking their holders, before the parent
 // is taken.
 func TestPass_AGenerationReopensTheChildrenItsListingMissed(t *testing.T) {
+	// raced: another coordinator of the generation re-opens the children
+	// first, so this pass's writes change nothing; it must still read the
+	// rows again, not decide on those it read before the writes.
+	for _, raced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("raced=%v", raced), func(t *testing.T) { generationReopensMissedChildren(t, raced) })
+	}
+}
+
+func generationReopensMissedChildren(t *testing.T, raced bool) {
 	kc := testaws.Kinesis(t)
 	stream := newStream(t, kc, 1)
 	ms := memStore(t)
@@ -384,13 +394,14 @@ func TestPass_AGenerationReopensTheChildrenItsListingMissed(t *testing.T) {
 	hiding.hide("shardId-000000000001")
 	hiding.hide("shardId-000000000002")
 	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
-	y := newCoordinator(t, sub(stream, past), &interleave{Store: ms, afterSetStart: func(id string) {
+	store := &interleave{Store: ms, afterSetStart: func(id string) {
 		if id == parent { // the split's children show from now on
 			hiding.mu.Lock()
 			clear(hiding.hidden)
 			hiding.mu.Unlock()
 		}
-	}}, hiding, &recorder{})
+	}}
+	y := newCoordinator(t, sub(stream, past), store, hiding, &recorder{})
 
 	first := pass(t, y)
 	if first.Step != "begin" || !slices.Equal(first.Generation.Shards, []string{parent}) {
@@ -400,6 +411,17 @@ func TestPass_AGenerationReopensTheChildrenItsListingMissed(t *testing.T) {
 		t.Fatalf("the pass whose listing missed the children started %v while their holders read on", got)
 	}
 
+	if raced {
+		g := first.Generation
+		store.setStart = func(id string) {
+			if id != parent {
+				st := lease.Start{Position: past, Generation: g.ID, Order: g.Order, Incarnation: g.Incarnation, ClearCheckpoint: true}
+				if _, err := ms.SetStart(context.Background(), stream, id, st); err != nil {
+					t.Errorf("the other coordinator's start on %s: %v", id, err)
+				}
+			}
+		}
+	}
 	second := pass(t, y)
 	if got := shardsOf(second.Started); len(got) != 0 {
 		t.Fatalf("second pass started %v before the children's revoked holders stopped", got)
