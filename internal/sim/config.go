@@ -144,6 +144,10 @@ type Faults struct {
 	// SlowStart: the starts a generation records row by row succeed slowly
 	// (1 to SlowRenewMax), holding its application open.
 	SlowStart float64
+	// SlowRecord: a generation's record lands 1 s to SlowRecord after it
+	// is sent, so that the stream may have changed since the listing it
+	// was recorded over.
+	SlowRecord time.Duration
 	// SlowRead: a coordinator's read of the rows (GetMany) made while a
 	// generation is applied (a start written within SlowRenewMax) answers
 	// slowly (1 to SlowRenewMax after the rows were read), so that its
@@ -162,6 +166,10 @@ type Faults struct {
 	// TargetBroken: a call to a function that runs on breaks part way (a
 	// connection reset), the function running to its end.
 	TargetBroken float64
+	// EndRelease: a release of a row read to its end fails before the
+	// write (the run that wrote SHARD_END may have given up on a call that
+	// runs on, and its lease alone then covers it).
+	EndRelease float64
 	// PoisonEnd: every call carrying a closed shard's last record breaks
 	// (the function hangs on it; it runs on to its timeout): the batch is
 	// given up once its retries or its age run out, and the run that then
@@ -658,6 +666,37 @@ func Draw(seed uint64) Config {
 			}
 		default:
 			e.Pause = between(3*time.Second, 25*time.Second)
+		}
+	}
+	// A split still UPDATING when a generation is recorded, in half the
+	// worlds with generation races, drawn last: the redeployed
+	// coordinator lists the stream before the children appear, and its
+	// record of the generation lands slowly (after the split is done), so
+	// that it is recorded over the parent alone while a coordinator of the
+	// older generation may list the children, take them (the parent read
+	// to its end) and read on.
+	if c.Faults.SlowStart > 0 && f() < 0.5 {
+		var at []time.Duration
+		for _, e := range c.Events {
+			if e.Kind == Redeploy {
+				at = append(at, e.At)
+			}
+		}
+		c.Events = append(c.Events, Event{At: at[r.IntN(len(at))] - between(0, 1500*time.Millisecond), Kind: Split, Pick: f()})
+		c.ReshardDelay = max(c.ReshardDelay, between(2*time.Second, 8*time.Second))
+		c.Faults.SlowRecord = between(c.ReshardDelay, c.ReshardDelay+10*time.Second)
+	}
+	// Releases after SHARD_END that fail, in half the worlds with calls
+	// that break, drawn last: the finished row stays named by a holder
+	// that may have given up on a call whose function runs on.
+	if c.Faults.TargetBroken > 0 && f() < 0.5 {
+		c.Faults.EndRelease = 0.3 + 0.6*f()
+		// In half of those with a poisoned end, no retries and no
+		// bisection: the closed shard's last batch is given up at its
+		// first broken call, and SHARD_END follows while its function
+		// still runs.
+		if c.Faults.PoisonEnd && f() < 0.5 {
+			c.Reader.MaxRetryAttempts, c.Reader.Bisect = 0, false
 		}
 	}
 	c.keepAbreast()

@@ -61,7 +61,7 @@ const (
 // rareWrite are the store calls a world makes few of, by op: a
 // generation's writes (its record, the starts it applies row by row) among
 // them.
-var rareWrite = map[string]bool{"pin": true, "release": true, "SHARD_END checkpoint": true, "renew with SHARD_END": true, "window checkpoint": true,
+var rareWrite = map[string]bool{"pin": true, "release": true, "release at SHARD_END": true, "SHARD_END checkpoint": true, "renew with SHARD_END": true, "window checkpoint": true,
 	"set start": true, "put generation": true}
 
 // call runs one store call: latency, the fault drawn, f under the table's
@@ -92,6 +92,9 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		case x < weight*(fs.StoreBefore+fs.StoreAfter):
 			fault = faultAfter
 		}
+		if op == "release at SHARD_END" && fault == faultNone && rs.hit(fs.EndRelease) {
+			fault = faultBefore
+		}
 	}
 	// Renewals are slow at times, and so are the starts a generation
 	// writes row by row: a slow one holds its application open while other
@@ -103,6 +106,9 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		} else {
 			after += slow
 		}
+	}
+	if op == "put generation" && fs.SlowRecord > 0 {
+		before += rs.dur(time.Second, fs.SlowRecord)
 	}
 	// A start written just before a re-creation's deletion (a "start"
 	// race): its host freezes as the write leaves, and it lands when the
@@ -225,7 +231,11 @@ func (s *store) Pin(ctx context.Context, stream, shardID, owner, start string) (
 
 // Release implements lease.Store.
 func (s *store) Release(ctx context.Context, stream, shardID, owner string, ho lease.Handover) error {
-	return s.call(ctx, "release", stream, shardID, true, func() error {
+	op := "release"
+	if row, err := s.t.inner.Get(ctx, stream, shardID); err == nil && row.Finished() {
+		op = "release at SHARD_END"
+	}
+	return s.call(ctx, op, stream, shardID, true, func() error {
 		err := s.t.inner.Release(ctx, stream, shardID, owner, ho)
 		if err == nil {
 			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "released the row")
