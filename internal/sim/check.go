@@ -176,6 +176,15 @@ type shardState struct {
 	// prior is what the row read under when the generation on its way to
 	// it (cfg, not yet applied) was recorded.
 	prior int64
+	// missed is the newest generation recorded while the shard had a row
+	// (a run had taken it) whose listing did not hold the shard (a reshard
+	// UPDATING when it listed, or done while its record was written);
+	// missedPrior is what the row read under then. A coordinator re-opens
+	// such a row when the generation re-opened a parent of the shard
+	// (reopenMissedChildren); until a start reaches the row, its runs read
+	// under missedPrior.
+	missed, missedPrior int64
+	taken               bool
 	// row is the rule the row was last reset under (nil: cfg's), the one
 	// checkpoints are checked against.
 	row *rule
@@ -416,6 +425,11 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		// what governed the row when that generation was recorded.
 		// (Its parents' rows may be reached first: they do not count.)
 		order = max(s.ownOrder(), s.prior)
+	case s.missed > s.applied:
+		// A generation whose listing missed the shard is on its way to the
+		// row (when it re-opened a parent): the run reads under what
+		// governed the row when that generation was recorded.
+		order = max(s.ownOrder(), s.missedPrior)
 	case c.reopening(k, s):
 		// A newer generation keeps the row, but one it superseded before
 		// reaching the row re-opened an ancestor: the coordinator re-opens
@@ -435,6 +449,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		parents = parents && ps != nil && ps.endEpoch >= 0 &&
 			(ps.endEpoch == ps.epoch || (ps.applied > order && ps.endEpoch == ps.epoch-1))
 	}
+	s.taken = true
 	c.curRun[run+"|"+k.String()] = owner
 	c.runs[runShard{run, k}] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
 	if pending && lease.LoopOwner(owner) == owner {
@@ -570,6 +585,26 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 			s.prior = c.readOrder(shardKey{inc, id}, s)
 		}
 		s.cfg, s.cfgEpoch = &rr, s.epoch
+	}
+	listed := make(map[string]bool, len(g.Shards))
+	for _, id := range g.Shards {
+		listed[id] = true
+	}
+	for k, s := range c.sh {
+		if k.inc != inc || listed[k.id] || s.applied >= g.Order {
+			continue
+		}
+		if !s.taken {
+			// A shard the listing missed (a reshard UPDATING when it was
+			// made) that no run has taken: the coordinators read it as a
+			// child created after the generation began.
+			s.created = max(s.created, g.Order)
+			continue
+		}
+		if s.missed <= s.applied {
+			s.missedPrior = c.readOrder(k, s)
+		}
+		s.missed = g.Order
 	}
 	c.rules[g.Order] = rules
 	c.ruleInc[g.Order] = inc
