@@ -381,6 +381,19 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 				"generation", after.ID, "order", after.Order)
 			return res, nil
 		}
+		// The starts this pass wrote may have re-opened the parent of a
+		// shard the generation's listing missed, which the rows read
+		// before them showed read to its end: re-open such a shard now,
+		// and leave the takes to the next pass, which sees its holder
+		// revoked (the re-opened parent waits for it).
+		reopened, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log)
+		if err != nil {
+			return res, fmt.Errorf("stream %s: %w", name, err)
+		}
+		if reopened {
+			log.InfoContext(ctx, "this pass's starts re-opened the parent of shards the generation's listing missed; taking no shard this pass")
+			return res, nil
+		}
 	}
 
 	if later := laterIncarnation(rows, sum.incarnation); later != 0 {

@@ -438,6 +438,63 @@ func generationReopensMissedChildren(t *testing.T, raced bool) {
 	}
 }
 
+// A generation recorded over a listing that missed the split's children,
+// whose start on the parent failed, is applied by another coordinator whose
+// listing holds the children: the rows it read before its start showed the
+// parent read to its end, so the children's holders must be revoked on the
+// rows read after it, before anything is taken.
+func TestPass_AGenerationAppliedByAnotherCoordinatorReopensTheChildrenItsListingMissed(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	ms := memStore(t)
+	readParentThenSplit(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}), kc, ms, stream)
+	children := pass(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}))
+	if got := shardsOf(children.Started); len(got) != 2 {
+		t.Fatalf("started %v, want both children", got)
+	}
+	settle(t, ms, children.Started, "5")
+
+	const parent = "shardId-000000000000"
+	hiding := &hidingKinesis{Client: kc}
+	hiding.hide("shardId-000000000001")
+	hiding.hide("shardId-000000000002")
+	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	x := newCoordinator(t, sub(stream, past), failingStarts{ms}, hiding, &recorder{})
+	if _, err := x.Pass(context.Background()); err == nil {
+		t.Fatal("the pass whose starts fail succeeded")
+	}
+	if g, err := ms.GetGeneration(context.Background(), stream); err != nil || g.Applied || !slices.Equal(g.Shards, []string{parent}) {
+		t.Fatalf("generation = %+v (%v), want one recorded over the parent alone, not applied", g, err)
+	}
+
+	y := newCoordinator(t, sub(stream, past), ms, kc, &recorder{})
+	first := pass(t, y)
+	if got := shardsOf(first.Started); len(got) != 0 {
+		t.Fatalf("the pass that applied the generation started %v while the children's holders read on", got)
+	}
+	rows := rowsOf(t, ms, stream)
+	for _, l := range children.Started {
+		r := rows[l.ShardID]
+		if !r.Revoked || r.Checkpoint != "" || r.Start != past {
+			t.Fatalf("child %s = %+v, want it re-opened at the generation's start, its holder revoked", l.ShardID, r)
+		}
+	}
+	second := pass(t, y)
+	if got := shardsOf(second.Started); len(got) != 0 {
+		t.Fatalf("second pass started %v before the children's revoked holders stopped", got)
+	}
+	if w := second.Waiting[parent]; w.Kind != shards.WaitingOnDescendant {
+		t.Fatalf("parent: %v, want it waiting on a revoked child", w)
+	}
+}
+
+// failingStarts is a store whose starts all fail before they are written.
+type failingStarts struct{ lease.CoordinatorStore }
+
+func (failingStarts) SetStart(context.Context, string, string, lease.Start) (bool, error) {
+	return false, errors.New("injected: start not written")
+}
+
 // interleave runs hooks around a store's calls, to order two coordinators'
 // passes.
 type interleave struct {
