@@ -412,6 +412,14 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
 	s := c.shard(k)
 	pending := s.cfg != nil && s.cfg.order > s.applied
+	if s.missed > s.applied && lease.LoopOwner(owner) == owner {
+		// A coordinator takes a shard the generation's listing missed
+		// only once its parents are read to their end, and when it was
+		// not to be re-opened (nothing of it read and nobody holding it,
+		// or its parents not re-opened): it reads as a child created
+		// after the generation began.
+		s.created, s.missed = max(s.created, s.missed), 0
+	}
 	// A run reads under the generation the row was last reset by; for a row
 	// no generation reached yet, under the one the shard was created under
 	// (or, for a loop its coordinator started while a generation was being
@@ -597,8 +605,13 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 		if !s.taken {
 			// A shard the listing missed (a reshard UPDATING when it was
 			// made) that no run has taken: the coordinators read it as a
-			// child created after the generation began.
+			// child created after the generation began, or, when an older
+			// generation's late start is on its row, keep the row as it is
+			// (reopenedParent re-opens only a row read or held).
 			s.created = max(s.created, g.Order)
+			if s.applied > 0 {
+				s.kept = max(s.kept, g.Order)
+			}
 			continue
 		}
 		if s.missed <= s.applied {
