@@ -160,6 +160,11 @@ func TestPass_ChildCreatedAfterTheGenerationGetsNoStart(t *testing.T) {
 	if _, err := store.Checkpoint(ctx, stream, parent.ShardID, parent.Owner, lease.ShardEnd); err != nil {
 		t.Fatal(err)
 	}
+	// As a reader does after SHARD_END: a parent still held keeps its
+	// children waiting until its lease lapses.
+	if err := store.Release(ctx, stream, parent.ShardID, parent.Owner, lease.Handover{}); err != nil {
+		t.Fatal(err)
+	}
 	res, err := c.Pass(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -459,7 +459,7 @@ func TestPass_AGenerationAppliedByAnotherCoordinatorReopensTheChildrenItsListing
 	hiding.hide("shardId-000000000001")
 	hiding.hide("shardId-000000000002")
 	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
-	x := newCoordinator(t, sub(stream, past), failingStarts{ms}, hiding, &recorder{})
+	x := newCoordinator(t, sub(stream, past), &interleave{Store: ms, startErr: errors.New("injected: start not written")}, hiding, &recorder{})
 	if _, err := x.Pass(context.Background()); err == nil {
 		t.Fatal("the pass whose starts fail succeeded")
 	}
@@ -488,18 +488,12 @@ func TestPass_AGenerationAppliedByAnotherCoordinatorReopensTheChildrenItsListing
 	}
 }
 
-// failingStarts is a store whose starts all fail before they are written.
-type failingStarts struct{ lease.CoordinatorStore }
-
-func (failingStarts) SetStart(context.Context, string, string, lease.Start) (bool, error) {
-	return false, errors.New("injected: start not written")
-}
-
 // interleave runs hooks around a store's calls, to order two coordinators'
 // passes.
 type interleave struct {
 	Store                   lease.CoordinatorStore
 	setStart, afterSetStart func(shardID string)
+	startErr                error // every start fails with it, unwritten
 	getMany                 func(read func())
 	getGeneration           func()
 	take                    func(shardID string)
@@ -508,6 +502,9 @@ type interleave struct {
 func (s *interleave) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
 	if s.setStart != nil {
 		s.setStart(shardID)
+	}
+	if s.startErr != nil {
+		return false, s.startErr
 	}
 	changed, err := s.Store.SetStart(ctx, stream, shardID, st)
 	if s.afterSetStart != nil {
