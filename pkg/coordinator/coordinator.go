@@ -884,6 +884,9 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 // rec's listing missed holds only records written after the
 // generation's tip, so a child opened under rec itself (after the parent
 // was read again to its end) is never re-opened: its parent is finished.
+// A missed shard that nothing was read from, but that carries an older
+// generation's start (a late start, written on it after rec's listing was
+// made), gets rec's start for a shard created after it (childStart).
 func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
 	rows map[string]lease.Lease, incarnation int64, log *slog.Logger) (bool, error) {
 	if rec.Order == 0 || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
@@ -900,18 +903,38 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 			continue
 		}
 		at, reopen := reopenedParent(s, row, rows, wrote)
+		why := "re-opening a shard the generation's listing missed, whose parent it re-opened"
 		if !reopen {
-			continue
+			if row.Start == "" || row.Checkpoint != "" {
+				continue
+			}
+			// An older generation's start that nothing was read from yet
+			// (a late start it wrote on a shard created after its own
+			// listing): rec owes the shard as a child created after it
+			// began, from its first record (or rec's own late start), not
+			// from the older start, which may be later.
+			at, why = childStart(rec), "re-starting a shard the generation's listing missed, which carries an older generation's start"
 		}
 		st := lease.Start{Position: at, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, ClearCheckpoint: true}
 		wrote[s.ID] = st
-		log.InfoContext(ctx, "re-opening a shard the generation's listing missed, whose parent it re-opened", "shard_id", s.ID, "start", at,
-			"generation", rec.ID, "order", rec.Order)
+		log.InfoContext(ctx, why, "shard_id", s.ID, "start", at, "generation", rec.ID, "order", rec.Order)
 		if _, err := c.store.SetStart(ctx, stream, s.ID, st); err != nil {
 			return true, fmt.Errorf("record start position on %s: %w", s.ID, err)
 		}
 	}
 	return len(wrote) > 0, nil
+}
+
+// childStart is where generation rec opens a shard created after it
+// began: its own start when that is a timestamp later than its tip (see
+// startLateShards), else the shard's first record.
+func childStart(rec lease.Generation) string {
+	at, err := reader.ParsePosition(rec.Start)
+	tip, terr := reader.ParsePosition(rec.Tip)
+	if err == nil && terr == nil && at.Kind == reader.Timestamp && tip.Kind == reader.Timestamp && at.At.After(tip.At) {
+		return rec.Start
+	}
+	return "horizon"
 }
 
 // cleanup removes rows that no listed shard needs, once nobody holds them

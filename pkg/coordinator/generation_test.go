@@ -488,6 +488,52 @@ func TestPass_AGenerationAppliedByAnotherCoordinatorReopensTheChildrenItsListing
 	}
 }
 
+// A generation whose listing missed a split's children, recorded after an
+// older generation with a start in the future wrote that start on them:
+// the children owe everything to the newer one, so their rows are not left
+// opening at the older start, an hour ahead.
+func TestPass_AGenerationRestartsMissedChildrenThatCarryAnOlderLateStart(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	ms := memStore(t)
+	future := "timestamp:" + strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	c := newCoordinator(t, sub(stream, future), ms, kc, &recorder{})
+	readParentThenSplit(t, c, kc, ms, stream)
+	children := pass(t, c)
+	if got := shardsOf(children.Started); len(got) != 2 {
+		t.Fatalf("started %v, want both children", got)
+	}
+	for _, l := range children.Started { // their loops gave them back unread
+		if err := ms.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const parent = "shardId-000000000000"
+	hiding := &hidingKinesis{Client: kc}
+	hiding.hide("shardId-000000000001")
+	hiding.hide("shardId-000000000002")
+	y := newCoordinator(t, sub(stream, "horizon"), &interleave{Store: ms, afterSetStart: func(id string) {
+		if id == parent {
+			hiding.mu.Lock()
+			clear(hiding.hidden)
+			hiding.mu.Unlock()
+		}
+	}}, hiding, &recorder{})
+	first := pass(t, y)
+	if !slices.Equal(first.Generation.Shards, []string{parent}) {
+		t.Fatalf("generation %+v, want it recorded over the parent alone", first.Generation)
+	}
+	pass(t, y)
+	rows := rowsOf(t, ms, stream)
+	for _, l := range children.Started {
+		r := rows[l.ShardID]
+		if r.Start != "horizon" || r.GenerationOrder != first.Generation.Order || r.Checkpoint != "" {
+			t.Fatalf("child %s = %+v, want it to open at its first record under the new generation, not at %s", l.ShardID, r, future)
+		}
+	}
+}
+
 // interleave runs hooks around a store's calls, to order two coordinators'
 // passes.
 type interleave struct {
