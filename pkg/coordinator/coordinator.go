@@ -840,15 +840,7 @@ func sameIncarnation(a, b int64) bool { return a == 0 || b == 0 || a == b }
 // after the tip.
 func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
 	rows map[string]lease.Lease, incarnation int64) (bool, error) {
-	if rec.Start == "" || rec.Start == rec.Tip || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
-		return false, nil
-	}
-	at, err := reader.ParsePosition(rec.Start)
-	if err != nil || at.Kind != reader.Timestamp {
-		return false, nil // a start of another kind covers no later shard
-	}
-	tip, err := reader.ParsePosition(rec.Tip)
-	if err != nil || tip.Kind != reader.Timestamp || !at.At.After(tip.At) {
+	if !startsLate(rec) || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
 		return false, nil
 	}
 	recorded := false
@@ -926,15 +918,28 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 }
 
 // childStart is where generation rec opens a shard created after it
-// began: its own start when that is a timestamp later than its tip (see
-// startLateShards), else the shard's first record.
+// began: its own start when that is late (startsLate), else the shard's
+// first record.
 func childStart(rec lease.Generation) string {
-	at, err := reader.ParsePosition(rec.Start)
-	tip, terr := reader.ParsePosition(rec.Tip)
-	if err == nil && terr == nil && at.Kind == reader.Timestamp && tip.Kind == reader.Timestamp && at.At.After(tip.At) {
+	if startsLate(rec) {
 		return rec.Start
 	}
 	return "horizon"
+}
+
+// startsLate reports whether generation rec's start is a timestamp later
+// than the tip it pinned: it then also covers shards created after its
+// listing (a start of another kind covers none).
+func startsLate(rec lease.Generation) bool {
+	if rec.Start == "" || rec.Start == rec.Tip {
+		return false
+	}
+	at, err := reader.ParsePosition(rec.Start)
+	if err != nil || at.Kind != reader.Timestamp {
+		return false
+	}
+	tip, err := reader.ParsePosition(rec.Tip)
+	return err == nil && tip.Kind == reader.Timestamp && at.At.After(tip.At)
 }
 
 // cleanup removes rows that no listed shard needs, once nobody holds them

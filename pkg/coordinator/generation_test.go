@@ -379,29 +379,13 @@ func TestPass_AGenerationReopensTheChildrenItsListingMissed(t *testing.T) {
 }
 
 func generationReopensMissedChildren(t *testing.T, raced bool) {
-	kc := testaws.Kinesis(t)
-	stream := newStream(t, kc, 1)
-	ms := memStore(t)
-	readParentThenSplit(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}), kc, ms, stream)
-	children := pass(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}))
-	if got := shardsOf(children.Started); len(got) != 2 {
-		t.Fatalf("started %v, want both children", got)
-	}
-	settle(t, ms, children.Started, "5")
-
 	const parent = "shardId-000000000000"
-	hiding := &hidingKinesis{Client: kc}
-	hiding.hide("shardId-000000000001")
-	hiding.hide("shardId-000000000002")
+	m := splitAndTakeChildren(t, "horizon")
+	stream, ms, children := m.stream, m.ms, m.children
+	settle(t, ms, children, "5")
 	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
-	store := &interleave{Store: ms, afterSetStart: func(id string) {
-		if id == parent { // the split's children show from now on
-			hiding.mu.Lock()
-			clear(hiding.hidden)
-			hiding.mu.Unlock()
-		}
-	}}
-	y := newCoordinator(t, sub(stream, past), store, hiding, &recorder{})
+	store := &interleave{Store: ms, afterSetStart: m.showOnParentStart}
+	y := newCoordinator(t, sub(stream, past), store, m.hiding, &recorder{})
 
 	first := pass(t, y)
 	if first.Step != "begin" || !slices.Equal(first.Generation.Shards, []string{parent}) {
@@ -430,7 +414,7 @@ func generationReopensMissedChildren(t *testing.T, raced bool) {
 		t.Fatalf("parent: %v, want it waiting on a revoked child", w)
 	}
 	rows := rowsOf(t, ms, stream)
-	for _, l := range children.Started {
+	for _, l := range children {
 		r := rows[l.ShardID]
 		if !r.Revoked || r.Checkpoint != "" || r.Start != past || r.GenerationOrder != first.Generation.Order {
 			t.Fatalf("child %s = %+v, want it re-opened at the generation's start, its holder revoked", l.ShardID, r)
@@ -444,20 +428,10 @@ func generationReopensMissedChildren(t *testing.T, raced bool) {
 // parent read to its end, so the children's holders must be revoked on the
 // rows read after it, before anything is taken.
 func TestPass_AGenerationAppliedByAnotherCoordinatorReopensTheChildrenItsListingMissed(t *testing.T) {
-	kc := testaws.Kinesis(t)
-	stream := newStream(t, kc, 1)
-	ms := memStore(t)
-	readParentThenSplit(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}), kc, ms, stream)
-	children := pass(t, newCoordinator(t, sub(stream, "horizon"), ms, kc, &recorder{}))
-	if got := shardsOf(children.Started); len(got) != 2 {
-		t.Fatalf("started %v, want both children", got)
-	}
-	settle(t, ms, children.Started, "5")
-
 	const parent = "shardId-000000000000"
-	hiding := &hidingKinesis{Client: kc}
-	hiding.hide("shardId-000000000001")
-	hiding.hide("shardId-000000000002")
+	m := splitAndTakeChildren(t, "horizon")
+	kc, stream, ms, children, hiding := m.kc, m.stream, m.ms, m.children, m.hiding
+	settle(t, ms, children, "5")
 	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
 	x := newCoordinator(t, sub(stream, past), &interleave{Store: ms, startErr: errors.New("injected: start not written")}, hiding, &recorder{})
 	if _, err := x.Pass(context.Background()); err == nil {
@@ -473,7 +447,7 @@ func TestPass_AGenerationAppliedByAnotherCoordinatorReopensTheChildrenItsListing
 		t.Fatalf("the pass that applied the generation started %v while the children's holders read on", got)
 	}
 	rows := rowsOf(t, ms, stream)
-	for _, l := range children.Started {
+	for _, l := range children {
 		r := rows[l.ShardID]
 		if !r.Revoked || r.Checkpoint != "" || r.Start != past {
 			t.Fatalf("child %s = %+v, want it re-opened at the generation's start, its holder revoked", l.ShardID, r)
@@ -493,44 +467,65 @@ func TestPass_AGenerationAppliedByAnotherCoordinatorReopensTheChildrenItsListing
 // the children owe everything to the newer one, so their rows are not left
 // opening at the older start, an hour ahead.
 func TestPass_AGenerationRestartsMissedChildrenThatCarryAnOlderLateStart(t *testing.T) {
-	kc := testaws.Kinesis(t)
-	stream := newStream(t, kc, 1)
-	ms := memStore(t)
+	const parent = "shardId-000000000000"
 	future := "timestamp:" + strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	c := newCoordinator(t, sub(stream, future), ms, kc, &recorder{})
-	readParentThenSplit(t, c, kc, ms, stream)
-	children := pass(t, c)
-	if got := shardsOf(children.Started); len(got) != 2 {
-		t.Fatalf("started %v, want both children", got)
-	}
-	for _, l := range children.Started { // their loops gave them back unread
+	m := splitAndTakeChildren(t, future)
+	stream, ms, children := m.stream, m.ms, m.children
+	for _, l := range children { // their loops gave them back unread
 		if err := ms.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-
-	const parent = "shardId-000000000000"
-	hiding := &hidingKinesis{Client: kc}
-	hiding.hide("shardId-000000000001")
-	hiding.hide("shardId-000000000002")
-	y := newCoordinator(t, sub(stream, "horizon"), &interleave{Store: ms, afterSetStart: func(id string) {
-		if id == parent {
-			hiding.mu.Lock()
-			clear(hiding.hidden)
-			hiding.mu.Unlock()
-		}
-	}}, hiding, &recorder{})
+	y := newCoordinator(t, sub(stream, "horizon"), &interleave{Store: ms, afterSetStart: m.showOnParentStart}, m.hiding, &recorder{})
 	first := pass(t, y)
 	if !slices.Equal(first.Generation.Shards, []string{parent}) {
 		t.Fatalf("generation %+v, want it recorded over the parent alone", first.Generation)
 	}
 	pass(t, y)
 	rows := rowsOf(t, ms, stream)
-	for _, l := range children.Started {
+	for _, l := range children {
 		r := rows[l.ShardID]
 		if r.Start != "horizon" || r.GenerationOrder != first.Generation.Order || r.Checkpoint != "" {
 			t.Fatalf("child %s = %+v, want it to open at its first record under the new generation, not at %s", l.ShardID, r, future)
 		}
+	}
+}
+
+// missedChildren is a one-shard stream read to its end and split, both
+// children taken by a coordinator of the first start, and a Kinesis that
+// hides the children, for a coordinator whose listing must miss them.
+type missedChildren struct {
+	kc       *kinesis.Client
+	stream   string
+	ms       *lease.MemoryStore
+	children []coordinator.Loop
+	hiding   *hidingKinesis
+}
+
+func splitAndTakeChildren(t *testing.T, start string) missedChildren {
+	t.Helper()
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	ms := memStore(t)
+	c := newCoordinator(t, sub(stream, start), ms, kc, &recorder{})
+	readParentThenSplit(t, c, kc, ms, stream)
+	children := pass(t, c)
+	if got := shardsOf(children.Started); len(got) != 2 {
+		t.Fatalf("started %v, want both children", got)
+	}
+	hiding := &hidingKinesis{Client: kc}
+	hiding.hide("shardId-000000000001")
+	hiding.hide("shardId-000000000002")
+	return missedChildren{kc: kc, stream: stream, ms: ms, children: children.Started, hiding: hiding}
+}
+
+// showOnParentStart, an interleave's afterSetStart, shows the split's
+// children from the moment a start is written on the parent.
+func (m missedChildren) showOnParentStart(id string) {
+	if id == "shardId-000000000000" { // the parent
+		m.hiding.mu.Lock()
+		clear(m.hiding.hidden)
+		m.hiding.mu.Unlock()
 	}
 }
 
