@@ -876,9 +876,12 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 // rec's listing missed holds only records written after the
 // generation's tip, so a child opened under rec itself (after the parent
 // was read again to its end) is never re-opened: its parent is finished.
-// A missed shard that nothing was read from, but that carries an older
-// generation's start (a late start, written on it after rec's listing was
-// made), gets rec's start for a shard created after it (childStart).
+// A missed shard that carries an older generation's start (a late start,
+// written on it after rec's listing was made) gets rec's start for a shard
+// created after it (childStart) when nothing was read from it, or when
+// that start is later than where rec opens such a shard (opensLater): what
+// was read from it is read again, its holder revoked, its children
+// re-opened after it.
 func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
 	rows map[string]lease.Lease, incarnation int64, log *slog.Logger) (bool, error) {
 	if rec.Order == 0 || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
@@ -897,14 +900,16 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 		at, reopen := reopenedParent(s, row, rows, wrote)
 		why := "re-opening a shard the generation's listing missed, whose parent it re-opened"
 		if !reopen {
-			if row.Start == "" || row.Checkpoint != "" {
+			if row.Start == "" || row.Checkpoint != "" && !opensLater(row.Start, rec) {
 				continue
 			}
-			// An older generation's start that nothing was read from yet
-			// (a late start it wrote on a shard created after its own
-			// listing): rec owes the shard as a child created after it
-			// began, from its first record (or rec's own late start), not
-			// from the older start, which may be later.
+			// An older generation's start that nothing was read from yet,
+			// or one later than where rec opens a new shard (a late start
+			// written on a shard created after the older one's listing):
+			// rec owes the shard as a child created after it began, from
+			// its first record (or rec's own late start), not from the
+			// older start, which may be later. What was read from the
+			// later start is read again.
 			at, why = childStart(rec), "re-starting a shard the generation's listing missed, which carries an older generation's start"
 		}
 		st := lease.Start{Position: at, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, ClearCheckpoint: true}
@@ -925,6 +930,22 @@ func childStart(rec lease.Generation) string {
 		return rec.Start
 	}
 	return "horizon"
+}
+
+// opensLater reports whether start is a timestamp later than where
+// generation rec opens a shard created after it began (its own late start,
+// else its tip): a shard opened there may skip records rec owes.
+func opensLater(start string, rec lease.Generation) bool {
+	at, err := reader.ParsePosition(start)
+	if err != nil || at.Kind != reader.Timestamp {
+		return false
+	}
+	from := rec.Tip
+	if startsLate(rec) {
+		from = rec.Start
+	}
+	ref, err := reader.ParsePosition(from)
+	return err == nil && ref.Kind == reader.Timestamp && at.At.After(ref.At)
 }
 
 // startsLate reports whether generation rec's start is a timestamp later

@@ -491,6 +491,46 @@ func TestPass_AGenerationRestartsMissedChildrenThatCarryAnOlderLateStart(t *test
 	}
 }
 
+// The same, when a child was read from the older start before the newer
+// generation was applied, and the newer one keeps the parent as it is (a
+// latest start): the checkpoint does not make the older start stand, since
+// records before it, which the newer generation owes, were skipped. The
+// child is read again from its first record.
+func TestPass_AGenerationRestartsMissedChildrenReadFromAnOlderLateStart(t *testing.T) {
+	const parent = "shardId-000000000000"
+	future := "timestamp:" + strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	m := splitAndTakeChildren(t, future)
+	stream, ms, children := m.stream, m.ms, m.children
+	put, err := m.kc.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"),
+		ExplicitHashKey: aws.String("0"), Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := aws.ToString(put.ShardId)
+	for _, l := range children {
+		if l.ShardID == read {
+			if _, err := ms.Checkpoint(t.Context(), stream, l.ShardID, l.Owner, aws.ToString(put.SequenceNumber)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	y := newCoordinator(t, sub(stream, "latest"), ms, m.hiding, &recorder{})
+	first := pass(t, y)
+	if !slices.Equal(first.Generation.Shards, []string{parent}) {
+		t.Fatalf("generation %+v, want it recorded over the parent alone", first.Generation)
+	}
+	m.showOnParentStart(parent)
+	pass(t, y)
+	rows := rowsOf(t, ms, stream)
+	for _, l := range children {
+		r := rows[l.ShardID]
+		if r.Start != "horizon" || r.GenerationOrder != first.Generation.Order || r.Checkpoint != "" || !r.Revoked {
+			t.Fatalf("child %s = %+v, want it re-opened at its first record under the new generation, its holder revoked, not left at %s",
+				l.ShardID, r, future)
+		}
+	}
+}
+
 // missedChildren is a one-shard stream read to its end and split, both
 // children taken by a coordinator of the first start, and a Kinesis that
 // hides the children, for a coordinator whose listing must miss them.
