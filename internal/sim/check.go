@@ -185,6 +185,14 @@ type shardState struct {
 	// under missedPrior.
 	missed, missedPrior int64
 	taken               bool
+	// restart is the newest generation, when it did not list the shard
+	// and the row carries an older generation's start later than where
+	// it opens a shard created after it began (a late start written on a
+	// shard created after the older one's listing): its coordinators
+	// start the row again from there (reopenMissedChildren), so the
+	// configuration owes that (cfg), and runs read under what governed
+	// the row before until the start lands (see owesRestart).
+	restart int64
 	// row is the rule the row was last reset under (nil: cfg's), the one
 	// checkpoints are checked against.
 	row *rule
@@ -411,7 +419,8 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	defer c.mu.Unlock()
 	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
 	s := c.shard(k)
-	pending := s.cfg != nil && s.cfg.order > s.applied
+	restarting := s.cfg != nil && s.cfg.order > s.applied && s.cfg.order == s.restart
+	pending := s.cfg != nil && s.cfg.order > s.applied && !restarting
 	if s.missed > s.applied && lease.LoopOwner(owner) == owner {
 		// A coordinator takes a shard the generation's listing missed
 		// only once its parents are read to their end, and when it was
@@ -438,6 +447,10 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		// row (when it re-opened a parent): the run reads under what
 		// governed the row when that generation was recorded.
 		order = max(s.ownOrder(), s.missedPrior)
+	case restarting:
+		// Any run may take the row before the start lands (a coordinator
+		// of the older generation): it reads under what governed the row.
+		order = max(s.ownOrder(), s.prior)
 	case c.reopening(k, s):
 		// A newer generation keeps the row, but one it superseded before
 		// reaching the row re-opened an ancestor: the coordinator re-opens
@@ -572,6 +585,11 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 	for _, id := range g.Shards {
 		s := c.shard(shardKey{inc, id})
 		r, changes := c.ruleFor(g, id, rows[id], tip, tipOK, s)
+		if s.restart > s.applied && s.cfg != nil && s.cfg.order == s.restart {
+			// A newer generation lists the shard: it decides, not the
+			// restart of one that did not.
+			s.cfg, s.cfgEpoch, s.restart = s.row, s.epoch, 0
+		}
 		if !changes {
 			s.kept = max(s.kept, g.Order)
 			if s.cfg != nil && s.cfg.order > s.applied && s.cfg.order < g.Order {
@@ -625,6 +643,42 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 		c.late[g.Order] = &rule{order: g.Order, kind: owesFromArrival, at: at, desc: "from " + fmtTime(at) + " (created after its listing)"}
 	}
 	c.maxOrder[inc] = max(c.maxOrder[inc], g.Order)
+	for k, s := range c.sh {
+		if k.inc == inc && !listed[k.id] {
+			c.owesRestart(s)
+		}
+	}
+}
+
+// owesRestart notes that the incarnation's newest generation owes shard s
+// as a child created after it began (from its first record, or from its
+// own start when that is late), when it did not list the shard and the
+// row carries an older generation's start later than that (its tip, or
+// its late start): records it owes may lie before the older start. Its
+// coordinators start such a row again (reopenMissedChildren's childStart),
+// whatever was read from it and whichever run holds it. A row re-opened at
+// a parent's start instead gets its rule when that start lands (setStart).
+func (c *checker) owesRestart(s *shardState) {
+	o := c.maxOrder[s.key.inc]
+	if s.applied == 0 || s.applied >= o || s.restart >= o || s.row == nil || s.row.kind != owesFromArrival {
+		return
+	}
+	i := slices.IndexFunc(c.gens, func(g lease.Generation) bool { return g.Order == o })
+	if i < 0 || slices.Contains(c.gens[i].Shards, s.key.id) {
+		return
+	}
+	r := rule{order: o, kind: owesAll, desc: "created after its listing, from its first record"}
+	from, ok := timestampOf(c.gens[i].Tip)
+	if l := c.late[o]; l != nil {
+		r, from, ok = *l, l.at, true
+	}
+	if !ok || !s.row.at.After(from) {
+		return // the older start owes all it owes: a missed shard holds only later records
+	}
+	if s.cfg == nil || s.cfg.order <= s.applied {
+		s.prior = c.readOrder(s.key, s)
+	}
+	s.restart, s.cfg, s.cfgEpoch = o, &r, s.epoch
 }
 
 // ruleAt is the rule shard s was under in generation order o: that of the
@@ -749,7 +803,9 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		// Else a newer generation, recorded meanwhile, covers the shard
 		// (a coordinator that read the record before it wrote the older
 		// one's late start): the configuration owes the newer one's
-		// start, and its write, when it lands, opens its epoch.
+		// start, and its write, when it lands, opens its epoch. A newer
+		// one that did not list it starts it again.
+		c.owesRestart(s)
 	} else if rules, ok := c.rules[st.Order]; ok && st.ClearCheckpoint && c.ruleInc[st.Order] == k.inc {
 		// A generation that keeps the row re-opened it at the start of a
 		// parent that a generation it superseded re-opened (the

@@ -58,6 +58,32 @@ func TestChecker_WhichGenerationARowReadsUnder(t *testing.T) {
 			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
 			func(c *checker) { set(c, 2, "horizon", true, false) },
 		}, 2, "horizon"},
+		// A newer generation whose listing missed the shard (a split
+		// UPDATING) owes it from its first record, as a child created
+		// after it began: the older late start may skip records it owes,
+		// so its coordinators start the row again (reopenMissedChildren).
+		{"MissedByANewerGenerationOwesFromItsFirstRecord", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "timestamp:2000000", "B"), existed) },
+			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
+			func(c *checker) { c.generation(gen(2, "horizon", "B"), existed) },
+		}, 2, "from its first record"},
+		{"OlderLateStartLandsAfterANewerGenerationMissedTheShard", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "timestamp:2000000", "B"), existed) },
+			func(c *checker) { c.generation(gen(2, "horizon", "B"), existed) },
+			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
+		}, 2, "from its first record"},
+		{"MissedByANewerLateGenerationOwesFromItsStart", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "timestamp:4000000", "B"), existed) },
+			func(c *checker) { set(c, 1, "timestamp:4000000", false, true) },
+			func(c *checker) { c.generation(gen(2, "timestamp:3000000", "B"), existed) },
+		}, 2, "created after its listing"},
+		// An older start no later than where the newer generation opens a
+		// new shard owes all the newer one owes: the row stays as it is.
+		{"MissedByANewerGenerationAfterAnEarlierStart", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "timestamp:2000000", "B"), existed) },
+			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
+			func(c *checker) { c.generation(gen(2, "timestamp:3000000", "B"), existed) },
+		}, 1, "created after its listing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChecker(newTracer(time.Now()))
