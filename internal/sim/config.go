@@ -686,18 +686,67 @@ func Draw(seed uint64) Config {
 		c.ReshardDelay = max(c.ReshardDelay, between(2*time.Second, 8*time.Second))
 		c.Faults.SlowRecord = between(c.ReshardDelay, c.ReshardDelay+10*time.Second)
 	}
-	// Releases after SHARD_END that fail, in half the worlds with calls
+	// Releases after SHARD_END that fail, in three in four worlds with calls
 	// that break, drawn last: the finished row stays named by a holder
 	// that may have given up on a call whose function runs on.
-	if c.Faults.TargetBroken > 0 && f() < 0.5 {
+	if c.Faults.TargetBroken > 0 && f() < 0.75 {
 		c.Faults.EndRelease = 0.3 + 0.6*f()
-		// In half of those with a poisoned end, no retries and no
+		// In three in four of those with a poisoned end, no retries and no
 		// bisection: the closed shard's last batch is given up at its
 		// first broken call, and SHARD_END follows while its function
 		// still runs.
-		if c.Faults.PoisonEnd && f() < 0.5 {
+		if c.Faults.PoisonEnd && f() < 0.75 {
 			c.Reader.MaxRetryAttempts, c.Reader.Bisect = 0, false
+			// The children then open as soon as the row says the parent
+			// is read: over few keys (their first batches carry the keys
+			// of the given-up one), with a function whose timeout the
+			// lease covers (the renewal that records the given-up batch
+			// then records no fence: the lease covers its invocation),
+			// releases that fail most of the time, local coordinators
+			// that relist every second or two, and loops that live on
+			// after the call breaks, with no window (whose final
+			// invocation would wait the broken call out before
+			// SHARD_END).
+			c.Keys = min(c.Keys, 2+r.IntN(3))
+			c.Faults.PoisonKill, c.Faults.PoisonKillWithin = 0, 0
+			c.Reader.TumblingWindow, c.Faults.TargetNoState = 0, 0
+			c.Reader.FunctionTimeout = between(4*time.Second, c.Reader.Lease-time.Second)
+			if c.Reader.TargetTimeout > 0 {
+				c.Reader.TargetTimeout = c.Reader.FunctionTimeout
+			}
+			c.Faults.EndRelease = max(c.Faults.EndRelease, 0.8+0.2*f())
+			local := true
+			for _, d := range c.Deployments {
+				local = local && !d.Lambda
+			}
+			if local {
+				c.Reader.Relist = min(c.Reader.Relist, between(time.Second, 2*time.Second))
+			}
 		}
+	}
+	// A newer generation over the children of a split that carry a
+	// future start, in three in four worlds whose generation races record one,
+	// drawn last: the start moved a minute or two ahead, and a second
+	// redeploy once the first is applied, listed while a split is
+	// UPDATING, its record landing slowly, so that a coordinator of the
+	// future start may write it on the split's children meanwhile, or take
+	// them and read from it. The newer generation owes those children from
+	// their first record, which is earlier.
+	if i := slices.IndexFunc(c.Events, func(e Event) bool {
+		return e.Kind == Redeploy && strings.HasPrefix(e.Start, "timestamp:+")
+	}); i >= 0 && c.Faults.SlowStart > 0 && f() < 0.75 {
+		e := &c.Events[i]
+		e.Start = fmt.Sprintf("timestamp:+%s", between(150*time.Second, 240*time.Second).Round(time.Second))
+		at, dep := e.At+between(60*time.Second, 90*time.Second), e.Deployment
+		c.ReshardDelay = max(c.ReshardDelay, between(4*time.Second, 12*time.Second))
+		// Other reshards near it would leave the stream UPDATING, and
+		// Kinesis refuses a split then.
+		c.Events = slices.DeleteFunc(c.Events, func(x Event) bool {
+			return (x.Kind == Split || x.Kind == Merge) && x.At > at-2*c.ReshardDelay && x.At < at+c.ReshardDelay
+		})
+		c.Events = append(c.Events, Event{At: at - between(0, 1500*time.Millisecond), Kind: Split, Pick: f()},
+			Event{At: at, Kind: Redeploy, Deployment: dep, Start: pick("horizon", "timestamp:-10m", "latest")})
+		c.Faults.SlowRecord = max(c.Faults.SlowRecord, c.ReshardDelay+between(5*time.Second, 15*time.Second))
 	}
 	c.keepAbreast()
 	sortEvents(c.Events)
