@@ -748,6 +748,19 @@ func Draw(seed uint64) Config {
 			Event{At: at, Kind: Redeploy, Deployment: dep, Start: pick("horizon", "timestamp:-10m", "latest")})
 		c.Faults.SlowRecord = max(c.Faults.SlowRecord, c.ReshardDelay+between(5*time.Second, 15*time.Second))
 	}
+	// A second deployment of the other kind, in four in five worlds whose
+	// generation races read rows slowly and that have one deployment,
+	// drawn last: a Lambda deployment's coordinator and a local runner's
+	// race to apply a generation and read the rows while it is applied.
+	if c.Faults.SlowRead > 0 && len(c.Deployments) == 1 && f() < 0.8 {
+		first := c.Deployments[0]
+		d := Deployment{Name: "b", Lambda: !first.Lambda, Runners: 1 + r.IntN(3), At: between(2*time.Second, 40*time.Second)}
+		for d.Start = first.Start; d.Start == first.Start; { // two deployments differ in their start
+			d.Start = starts[r.IntN(len(starts))]
+		}
+		c.Deployments = append(c.Deployments, d)
+		c.Events = append(c.Events, Event{At: d.At, Kind: Deploy, Deployment: 1})
+	}
 	c.keepAbreast()
 	sortEvents(c.Events)
 	return c
