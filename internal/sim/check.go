@@ -419,7 +419,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	defer c.mu.Unlock()
 	k := shardKey{c.incOf(row.Incarnation), row.ShardID}
 	s := c.shard(k)
-	restarting := s.cfg != nil && s.cfg.order > s.applied && s.cfg.order == s.restart
+	restarting := s.restarting()
 	pending := s.cfg != nil && s.cfg.order > s.applied && !restarting
 	if s.missed > s.applied && lease.LoopOwner(owner) == owner {
 		// A coordinator takes a shard the generation's listing missed
@@ -585,7 +585,7 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 	for _, id := range g.Shards {
 		s := c.shard(shardKey{inc, id})
 		r, changes := c.ruleFor(g, id, rows[id], tip, tipOK, s)
-		if s.restart > s.applied && s.cfg != nil && s.cfg.order == s.restart {
+		if s.restarting() {
 			// A newer generation lists the shard: it decides, not the
 			// restart of one that did not.
 			s.cfg, s.cfgEpoch, s.restart = s.row, s.epoch, 0
@@ -648,6 +648,12 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 			c.owesRestart(s)
 		}
 	}
+}
+
+// restarting reports whether the configuration owes shard s a restart
+// (see restart) that has not reached its row yet.
+func (s *shardState) restarting() bool {
+	return s.cfg != nil && s.cfg.order > s.applied && s.cfg.order == s.restart
 }
 
 // owesRestart notes that the incarnation's newest generation owes shard s

@@ -573,11 +573,7 @@ func Draw(seed uint64) Config {
 		// (runner.Options.RelistInterval): a taker then sees a lost
 		// holder's last renewal soon after it landed and takes the shard
 		// as early as the fence allows.
-		local := true
-		for _, d := range c.Deployments {
-			local = local && !d.Lambda
-		}
-		if x := f(); local && x < 0.75 {
+		if x := f(); c.allLocal() && x < 0.75 {
 			c.Reader.Relist = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second}[int(x/0.25)]
 		}
 	}
@@ -715,11 +711,7 @@ func Draw(seed uint64) Config {
 				c.Reader.TargetTimeout = c.Reader.FunctionTimeout
 			}
 			c.Faults.EndRelease = max(c.Faults.EndRelease, 0.8+0.2*f())
-			local := true
-			for _, d := range c.Deployments {
-				local = local && !d.Lambda
-			}
-			if local {
+			if c.allLocal() {
 				c.Reader.Relist = min(c.Reader.Relist, between(time.Second, 2*time.Second))
 			}
 		}
@@ -764,6 +756,11 @@ func Draw(seed uint64) Config {
 	c.keepAbreast()
 	sortEvents(c.Events)
 	return c
+}
+
+// allLocal reports whether every deployment is a local runner's.
+func (c *Config) allLocal() bool {
+	return !slices.ContainsFunc(c.Deployments, func(d Deployment) bool { return d.Lambda })
 }
 
 // keepAbreast bounds the calls whose answer is lost or that break, in a
