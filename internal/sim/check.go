@@ -832,7 +832,14 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		stored := rr
 		rules[shardID] = &stored
 		delete(s.void, st.Order)
-		s.row, s.cfg, s.cfgEpoch = &rr, &rr, s.epoch
+		s.row = &rr
+		if s.cfg == nil || s.cfg.order <= st.Order {
+			s.cfg, s.cfgEpoch = &rr, s.epoch
+		}
+		// Else a newer generation, recorded meanwhile, lists the shard (a
+		// coordinator that read the record before it re-opened the
+		// shard under the older one): the configuration owes the newer
+		// one's start, and its write, when it lands, opens its epoch.
 	}
 	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)

@@ -84,6 +84,22 @@ func TestChecker_WhichGenerationARowReadsUnder(t *testing.T) {
 			func(c *checker) { set(c, 1, "timestamp:2000000", false, true) },
 			func(c *checker) { c.generation(gen(2, "timestamp:3000000", "B"), existed) },
 		}, 1, "created after its listing"},
+		// A coordinator of an older generation that read the record before
+		// a newer one was written re-opens a shard its listing missed
+		// (reopenMissedChildren) after the newer one, which listed the
+		// shard, was recorded (world 1,000,396): the newer one governs the
+		// shard, before its own start lands and after.
+		{"OlderReopeningLandsAfterANewerOneListedTheShard", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "sequence:B:5", "B"), existed) },
+			func(c *checker) { c.generation(gen(2, "timestamp:3000000", "A", "B"), existed) },
+			func(c *checker) { set(c, 1, "horizon", true, false) },
+		}, 2, ""},
+		{"NewerStartLandsAfterTheOlderReopening", []func(*checker){
+			func(c *checker) { c.generation(gen(1, "sequence:B:5", "B"), existed) },
+			func(c *checker) { c.generation(gen(2, "timestamp:3000000", "A", "B"), existed) },
+			func(c *checker) { set(c, 1, "horizon", true, false) },
+			func(c *checker) { set(c, 2, "timestamp:3000000", true, false) },
+		}, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChecker(newTracer(time.Now()))
