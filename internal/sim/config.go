@@ -148,6 +148,9 @@ type Faults struct {
 	// is sent, so that the stream may have changed since the listing it
 	// was recorded over.
 	SlowRecord time.Duration
+	// SlowRecordMin, when set, is the least a generation's record takes
+	// to land (SlowRecord the most).
+	SlowRecordMin time.Duration
 	// SlowRead: a coordinator's read of the rows (GetMany) made while a
 	// generation is applied (a start written within SlowRenewMax) answers
 	// slowly (1 to SlowRenewMax after the rows were read), so that its
@@ -276,6 +279,9 @@ type Event struct {
 	Start      string
 	Shards     int
 	Pause      time.Duration
+	// Newest makes a split or merge act on the newest open shard (a
+	// merge: it and its neighbour in hash order) instead of Pick's.
+	Newest bool
 }
 
 // Sabotage is a deliberate bug a world can carry.
@@ -664,21 +670,24 @@ func Draw(seed uint64) Config {
 			e.Pause = between(3*time.Second, 25*time.Second)
 		}
 	}
-	// A split still UPDATING when a generation is recorded, in half the
-	// worlds with generation races, drawn last: the redeployed
+	var raced [][2]time.Duration // a split UPDATING when a generation is listed, and the redeploy
+	// A split still UPDATING when a generation is recorded, in nine in
+	// ten worlds with generation races, drawn last: the redeployed
 	// coordinator lists the stream before the children appear, and its
 	// record of the generation lands slowly (after the split is done), so
 	// that it is recorded over the parent alone while a coordinator of the
 	// older generation may list the children, take them (the parent read
 	// to its end) and read on.
-	if c.Faults.SlowStart > 0 && f() < 0.5 {
+	if c.Faults.SlowStart > 0 && f() < 0.9 {
 		var at []time.Duration
 		for _, e := range c.Events {
 			if e.Kind == Redeploy {
 				at = append(at, e.At)
 			}
 		}
-		c.Events = append(c.Events, Event{At: at[r.IntN(len(at))] - between(0, 1500*time.Millisecond), Kind: Split, Pick: f()})
+		rd := at[r.IntN(len(at))]
+		c.Events = append(c.Events, Event{At: rd - between(0, 1500*time.Millisecond), Kind: Split, Pick: f()})
+		raced = append(raced, [2]time.Duration{c.Events[len(c.Events)-1].At, rd})
 		c.ReshardDelay = max(c.ReshardDelay, between(2*time.Second, 8*time.Second))
 		c.Faults.SlowRecord = between(c.ReshardDelay, c.ReshardDelay+10*time.Second)
 	}
@@ -738,6 +747,7 @@ func Draw(seed uint64) Config {
 		})
 		c.Events = append(c.Events, Event{At: at - between(0, 1500*time.Millisecond), Kind: Split, Pick: f()},
 			Event{At: at, Kind: Redeploy, Deployment: dep, Start: pick("horizon", "timestamp:-10m", "latest")})
+		raced = append(raced, [2]time.Duration{c.Events[len(c.Events)-2].At, at})
 		c.Faults.SlowRecord = max(c.Faults.SlowRecord, c.ReshardDelay+between(5*time.Second, 15*time.Second))
 	}
 	// A second deployment of the other kind, in four in five worlds whose
@@ -752,6 +762,45 @@ func Draw(seed uint64) Config {
 		}
 		c.Deployments = append(c.Deployments, d)
 		c.Events = append(c.Events, Event{At: d.At, Kind: Deploy, Deployment: 1})
+	}
+	// A missed child read to its end, in every world with a split
+	// UPDATING when a generation is listed, drawn last: after each such
+	// split, once it is done and a coordinator of the older generation may
+	// have taken its children, the newest child splits again, or (half
+	// the time) merges with its sibling; and generation records land only
+	// once that reshard is done too, before the next pass would take what
+	// it made. A loop of the older generation has then read the missed
+	// child to its end, its own child not yet taken, when the newer
+	// generation re-opens it: a pass that decides on rows read before
+	// the re-opening (another coordinator's start landed first) takes a
+	// grandchild of a parent read again, and so does a pass that applies
+	// the generation over a listing holding the missed children.
+	if len(raced) > 0 {
+		// Coordinators enough, passing often, that two of them apply the
+		// newer generation and re-open the missed child at once: every
+		// local deployment runs two or three processes, relisting every
+		// one to two seconds, and most starts are slow.
+		for j := range c.Deployments {
+			if d := &c.Deployments[j]; !d.Lambda {
+				d.Runners = max(d.Runners, 2+r.IntN(2))
+				c.Reader.Relist = min(c.Reader.Relist, between(time.Second, 2*time.Second))
+			}
+		}
+		c.Faults.SlowStart = max(c.Faults.SlowStart, 0.7+0.3*f())
+		after := c.ReshardDelay + between(100*time.Millisecond, time.Second) + between(0, c.Reader.Relist)
+		for _, x := range raced {
+			c.Faults.SlowRecordMin = max(c.Faults.SlowRecordMin, time.Second, x[0]+after+c.ReshardDelay+500*time.Millisecond-x[1])
+		}
+		c.Faults.SlowRecord = c.Faults.SlowRecordMin + between(time.Second, c.Reader.Relist)
+		// A merge ends both missed children, and their one child waits
+		// for both.
+		for _, x := range raced {
+			kind := Split
+			if f() < 0.5 {
+				kind = Merge
+			}
+			c.Events = append(c.Events, Event{At: x[0] + after, Kind: kind, Newest: true})
+		}
 	}
 	c.keepAbreast()
 	sortEvents(c.Events)

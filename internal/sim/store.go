@@ -108,7 +108,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		}
 	}
 	if op == "put generation" && fs.SlowRecord > 0 {
-		before += rs.dur(time.Second, fs.SlowRecord)
+		before += rs.dur(max(time.Second, fs.SlowRecordMin), fs.SlowRecord)
 	}
 	// A start written just before a re-creation's deletion (a "start"
 	// race): its host freezes as the write leaves, and it lands when the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -391,6 +392,11 @@ func (w *World) openShards() []shards.Shard {
 	return open
 }
 
+// newestShard is the open shard of the highest id (the ids count up).
+func newestShard(open []shards.Shard) shards.Shard {
+	return slices.MaxFunc(open, func(x, y shards.Shard) int { return strings.Compare(x.ID, y.ID) })
+}
+
 // reshard splits an open shard in the middle of its range, or merges two
 // adjacent open shards.
 func (w *World) reshard(e Event) {
@@ -402,6 +408,9 @@ func (w *World) reshard(e Event) {
 		return
 	case e.Kind == Split:
 		s := open[int(e.Pick*float64(len(open)))%len(open)]
+		if e.Newest {
+			s = newestShard(open)
+		}
 		mid := midHashKey(s.HashKeyStart, s.HashKeyEnd)
 		_, err = w.kin.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(streamName), ShardToSplit: aws.String(s.ID), NewStartingHashKey: aws.String(mid)})
 		if err == nil {
@@ -410,6 +419,10 @@ func (w *World) reshard(e Event) {
 	case len(open) >= 2:
 		sortByHash(open)
 		i := int(e.Pick*float64(len(open)-1)) % (len(open) - 1)
+		if e.Newest { // the newest and its neighbour below (a split's upper child and its sibling), else above
+			n := newestShard(open)
+			i = max(slices.IndexFunc(open, func(s shards.Shard) bool { return s.ID == n.ID })-1, 0)
+		}
 		_, err = w.kin.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(streamName), ShardToMerge: aws.String(open[i].ID), AdjacentShardToMerge: aws.String(open[i+1].ID)})
 		if err == nil {
 			w.tr.add(w.shardName(open[i].ID), "", "merged with %s", open[i+1].ID)
