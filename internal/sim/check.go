@@ -650,6 +650,17 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 	}
 }
 
+// oweUnlessNewer makes r, a start that landed on s's row, what the
+// configuration owes s, unless a newer generation, recorded meanwhile,
+// covers the shard (a coordinator that read the record before it wrote
+// the older start): the configuration then owes the newer one's start,
+// and its write, when it lands, opens its epoch.
+func (s *shardState) oweUnlessNewer(r *rule) {
+	if s.cfg == nil || s.cfg.order <= r.order {
+		s.cfg, s.cfgEpoch = r, s.epoch
+	}
+}
+
 // restarting reports whether the configuration owes shard s a restart
 // (see restart) that has not reached its row yet.
 func (s *shardState) restarting() bool {
@@ -803,14 +814,8 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	} else if r, ok := c.late[st.Order]; ok && st.IfAbsent && c.ruleInc[st.Order] == k.inc {
 		rr := *r
 		s.row, s.late = &rr, st.Order
-		if s.cfg == nil || s.cfg.order <= st.Order {
-			s.cfg, s.cfgEpoch = &rr, s.epoch
-		}
-		// Else a newer generation, recorded meanwhile, covers the shard
-		// (a coordinator that read the record before it wrote the older
-		// one's late start): the configuration owes the newer one's
-		// start, and its write, when it lands, opens its epoch. A newer
-		// one that did not list it starts it again.
+		s.oweUnlessNewer(&rr) // a coordinator may have written the older one's late start after a newer record
+		// A newer one that did not list it starts it again.
 		c.owesRestart(s)
 	} else if rules, ok := c.rules[st.Order]; ok && st.ClearCheckpoint && c.ruleInc[st.Order] == k.inc {
 		// A generation that keeps the row re-opened it at the start of a
@@ -833,13 +838,7 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		rules[shardID] = &stored
 		delete(s.void, st.Order)
 		s.row = &rr
-		if s.cfg == nil || s.cfg.order <= st.Order {
-			s.cfg, s.cfgEpoch = &rr, s.epoch
-		}
-		// Else a newer generation, recorded meanwhile, lists the shard (a
-		// coordinator that read the record before it re-opened the
-		// shard under the older one): the configuration owes the newer
-		// one's start, and its write, when it lands, opens its epoch.
+		s.oweUnlessNewer(&rr) // a coordinator may have re-opened it under the older one after a newer record
 	}
 	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)

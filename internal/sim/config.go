@@ -670,7 +670,10 @@ func Draw(seed uint64) Config {
 			e.Pause = between(3*time.Second, 25*time.Second)
 		}
 	}
-	var raced [][2]time.Duration // a split UPDATING when a generation is listed, and the redeploy
+	// raced are the splits UPDATING when a generation is listed, each with
+	// its redeploy.
+	type racedSplit struct{ split, redeploy time.Duration }
+	var raced []racedSplit
 	// A split still UPDATING when a generation is recorded, in nine in
 	// ten worlds with generation races, drawn last: the redeployed
 	// coordinator lists the stream before the children appear, and its
@@ -685,9 +688,10 @@ func Draw(seed uint64) Config {
 				at = append(at, e.At)
 			}
 		}
-		rd := at[r.IntN(len(at))]
-		c.Events = append(c.Events, Event{At: rd - between(0, 1500*time.Millisecond), Kind: Split, Pick: f()})
-		raced = append(raced, [2]time.Duration{c.Events[len(c.Events)-1].At, rd})
+		x := racedSplit{redeploy: at[r.IntN(len(at))]}
+		x.split = x.redeploy - between(0, 1500*time.Millisecond)
+		c.Events = append(c.Events, Event{At: x.split, Kind: Split, Pick: f()})
+		raced = append(raced, x)
 		c.ReshardDelay = max(c.ReshardDelay, between(2*time.Second, 8*time.Second))
 		c.Faults.SlowRecord = between(c.ReshardDelay, c.ReshardDelay+10*time.Second)
 	}
@@ -745,9 +749,10 @@ func Draw(seed uint64) Config {
 		c.Events = slices.DeleteFunc(c.Events, func(x Event) bool {
 			return (x.Kind == Split || x.Kind == Merge) && x.At > at-2*c.ReshardDelay && x.At < at+c.ReshardDelay
 		})
-		c.Events = append(c.Events, Event{At: at - between(0, 1500*time.Millisecond), Kind: Split, Pick: f()},
+		x := racedSplit{split: at - between(0, 1500*time.Millisecond), redeploy: at}
+		c.Events = append(c.Events, Event{At: x.split, Kind: Split, Pick: f()},
 			Event{At: at, Kind: Redeploy, Deployment: dep, Start: pick("horizon", "timestamp:-10m", "latest")})
-		raced = append(raced, [2]time.Duration{c.Events[len(c.Events)-2].At, at})
+		raced = append(raced, x)
 		c.Faults.SlowRecord = max(c.Faults.SlowRecord, c.ReshardDelay+between(5*time.Second, 15*time.Second))
 	}
 	// A second deployment of the other kind, in four in five worlds whose
@@ -789,7 +794,7 @@ func Draw(seed uint64) Config {
 		c.Faults.SlowStart = max(c.Faults.SlowStart, 0.7+0.3*f())
 		after := c.ReshardDelay + between(100*time.Millisecond, time.Second) + between(0, c.Reader.Relist)
 		for _, x := range raced {
-			c.Faults.SlowRecordMin = max(c.Faults.SlowRecordMin, time.Second, x[0]+after+c.ReshardDelay+500*time.Millisecond-x[1])
+			c.Faults.SlowRecordMin = max(c.Faults.SlowRecordMin, time.Second, x.split+after+c.ReshardDelay+500*time.Millisecond-x.redeploy)
 		}
 		c.Faults.SlowRecord = c.Faults.SlowRecordMin + between(time.Second, c.Reader.Relist)
 		// A merge ends both missed children, and their one child waits
@@ -799,7 +804,7 @@ func Draw(seed uint64) Config {
 			if f() < 0.5 {
 				kind = Merge
 			}
-			c.Events = append(c.Events, Event{At: x[0] + after, Kind: kind, Newest: true})
+			c.Events = append(c.Events, Event{At: x.split + after, Kind: kind, Newest: true})
 		}
 	}
 	c.keepAbreast()

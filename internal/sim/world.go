@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,9 +391,16 @@ func (w *World) openShards() []shards.Shard {
 	return open
 }
 
-// newestShard is the open shard of the highest id (the ids count up).
-func newestShard(open []shards.Shard) shards.Shard {
-	return slices.MaxFunc(open, func(x, y shards.Shard) int { return strings.Compare(x.ID, y.ID) })
+// newest is the index of the shard of the highest id in ss (the ids
+// count up).
+func newest(ss []shards.Shard) int {
+	i := 0
+	for j := range ss {
+		if ss[j].ID > ss[i].ID {
+			i = j
+		}
+	}
+	return i
 }
 
 // reshard splits an open shard in the middle of its range, or merges two
@@ -409,7 +415,7 @@ func (w *World) reshard(e Event) {
 	case e.Kind == Split:
 		s := open[int(e.Pick*float64(len(open)))%len(open)]
 		if e.Newest {
-			s = newestShard(open)
+			s = open[newest(open)]
 		}
 		mid := midHashKey(s.HashKeyStart, s.HashKeyEnd)
 		_, err = w.kin.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(streamName), ShardToSplit: aws.String(s.ID), NewStartingHashKey: aws.String(mid)})
@@ -420,8 +426,7 @@ func (w *World) reshard(e Event) {
 		sortByHash(open)
 		i := int(e.Pick*float64(len(open)-1)) % (len(open) - 1)
 		if e.Newest { // the newest and its neighbour below (a split's upper child and its sibling), else above
-			n := newestShard(open)
-			i = max(slices.IndexFunc(open, func(s shards.Shard) bool { return s.ID == n.ID })-1, 0)
+			i = max(newest(open)-1, 0)
 		}
 		_, err = w.kin.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(streamName), ShardToMerge: aws.String(open[i].ID), AdjacentShardToMerge: aws.String(open[i+1].ID)})
 		if err == nil {
