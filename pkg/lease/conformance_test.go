@@ -670,6 +670,48 @@ var coordinatorCases = []conformanceCase{
 			t.Fatalf("row after an older SetStart = %+v, want g2 kept", got)
 		}
 	}},
+	{"SetStartIfUnreadOnlyOverARowWithoutACheckpoint", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A restart decided on a row nothing was read from: it lands on
+		// no row, and on a row with no checkpoint, held or not (the holder
+		// revoked).
+		restart := lease.Start{Position: "horizon", Generation: "g2", Order: 2, IfUnread: true, ClearCheckpoint: true}
+		if ok, err := s.SetStart(ctx, stream, "none", restart); !ok || err != nil {
+			t.Fatalf("SetStart IfUnread on no row: changed %v, err %v", ok, err)
+		}
+		for _, id := range []string{"unread", "read", "ended"} {
+			_, err := s.SetStart(ctx, stream, id, lease.Start{Position: "timestamp:5", Generation: "g1", Order: 1})
+			must(t, err)
+			_, err = s.Take(ctx, stream, id, "A")
+			must(t, err)
+		}
+		_, err := s.Checkpoint(ctx, stream, "read", "A", "9")
+		must(t, err)
+		_, err = s.Checkpoint(ctx, stream, "ended", "A", lease.ShardEnd)
+		must(t, err)
+		must(t, s.Release(ctx, stream, "ended", "A", lease.Handover{}))
+		ok, err := s.SetStart(ctx, stream, "unread", restart)
+		must(t, err)
+		if got, _ := s.Get(ctx, stream, "unread"); !ok || got.Start != "horizon" || got.GenerationOrder != 2 || !got.Revoked {
+			t.Fatalf("SetStart IfUnread on a held row with no checkpoint = %+v (changed %v), want the start recorded and A revoked", got, ok)
+		}
+		// Once something was read (SHARD_END included), it is refused and
+		// the row is kept as it is.
+		for id, want := range map[string]string{"read": "9", "ended": lease.ShardEnd} {
+			ok, err := s.SetStart(ctx, stream, id, restart)
+			must(t, err)
+			if got, _ := s.Get(ctx, stream, id); ok || got.Checkpoint != want || got.GenerationOrder != 1 || got.Start != "timestamp:5" || got.Revoked {
+				t.Fatalf("SetStart IfUnread over checkpoint %s = %+v (changed %v), want the row unchanged", want, got, ok)
+			}
+		}
+		// Without IfUnread the same start re-opens the shard read to its end.
+		restart.IfUnread = false
+		if ok, err := s.SetStart(ctx, stream, "ended", restart); !ok || err != nil {
+			t.Fatalf("SetStart over SHARD_END: changed %v, err %v", ok, err)
+		}
+		if got, _ := s.Get(ctx, stream, "ended"); got.Checkpoint != "" || got.GenerationOrder != 2 {
+			t.Fatalf("after SetStart over SHARD_END = %+v, want it re-opened", got)
+		}
+	}},
 	{"SetStartFinishedClearCheckpointAndIfAbsent", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		// A closed shard at a tip generation: recorded read to its end.
 		_, err := s.SetStart(ctx, stream, "closed", lease.Start{Position: "timestamp:1", Generation: "g1", Order: 1, Finished: true})

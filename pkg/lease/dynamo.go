@@ -618,13 +618,17 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 }
 
 // startCond is when SetStart writes st: over a lower generation order (or
-// no row, with IfAbsent), of the same incarnation or of none recorded; over
-// a row of an earlier incarnation of the stream whatever its order; never
-// over a row of a later incarnation (st is for a stream deleted since).
+// no row, with IfAbsent; and no checkpoint, with IfUnread), of the same
+// incarnation or of none recorded; over a row of an earlier incarnation of
+// the stream whatever its order; never over a row of a later incarnation
+// (st is for a stream deleted since).
 func startCond(st Start) cond {
 	c := or(notExists(attrGenOrder), less(attrGenOrder, st.Order))
 	if st.IfAbsent {
 		c = notExists(attrKey)
+	}
+	if st.IfUnread {
+		c = and(c, or(notExists(attrCheckpoint), eq(attrCheckpoint, "")))
 	}
 	if st.Incarnation == 0 {
 		return c

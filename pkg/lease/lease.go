@@ -339,6 +339,13 @@ type Start struct {
 	// of an earlier incarnation): the default start of a subscription that
 	// configures none never moves a checkpoint.
 	IfAbsent bool
+	// IfUnread records the start only on a row that holds no checkpoint
+	// (SHARD_END included), or on none: a restart a coordinator decided
+	// because nothing was read from the shard is refused once something
+	// was. Landing later, after the shard was read to its end and its
+	// children read on, it would have the shard read again while they
+	// went on.
+	IfUnread bool
 	// Fresh writes the row as new: its checkpoint, parents and lag are
 	// removed (the writer saw it was of an earlier incarnation of the
 	// stream; a shard id of a stream created again is another shard).

@@ -316,7 +316,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 		return false, nil // a start for a stream deleted since: the row is the new stream's
 	}
 	stale := known && l.Incarnation < st.Incarnation
-	if ok && !stale && (st.IfAbsent || l.GenerationOrder >= st.Order) {
+	if ok && !stale && (st.IfAbsent || l.GenerationOrder >= st.Order || st.IfUnread && l.Checkpoint != "") {
 		return false, nil
 	}
 	if !ok {
