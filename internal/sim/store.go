@@ -312,8 +312,8 @@ func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 		changed, err = s.t.inner.SetStart(ctx, stream, shardID, st)
 		if err == nil && changed {
 			w := s.t.w
-			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, fresh %v)",
-				s.dep, st.Position, st.Order, st.ClearCheckpoint, st.Finished, st.IfAbsent, st.Fresh)
+			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, if unread %v, fresh %v)",
+				s.dep, st.Position, st.Order, st.ClearCheckpoint, st.Finished, st.IfAbsent, st.IfUnread, st.Fresh)
 			row, _ := s.t.inner.Get(ctx, stream, shardID)
 			w.chk.setStart(shardID, st, changed, row)
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -346,7 +347,7 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
-	missed, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log)
+	missed, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log, nil)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
@@ -386,7 +387,7 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		// before them showed read to its end: re-open such a shard now,
 		// and leave the takes to the next pass, which sees its holder
 		// revoked (the re-opened parent waits for it).
-		reopened, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log)
+		reopened, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log, nil)
 		if err != nil {
 			return res, fmt.Errorf("stream %s: %w", name, err)
 		}
@@ -755,20 +756,34 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 			n++
 		}
 	}
-	res.StartRecorded = n > 0
+	// The shards rec's listing missed whose parent it re-opened (by a start
+	// this pass wrote, or one the rows show) are re-opened now, not only
+	// once rec is applied: until then no shard is taken, but their holders
+	// read on, delivering records that come after those rec owes on the
+	// parent, for as long as the application takes (a start or the
+	// record's write failing pass after pass).
+	for id := range unwritten {
+		delete(wrote, id)
+	}
+	missed, err := c.reopenMissedChildren(ctx, stream, rec, listing, rows, sum.incarnation, log, wrote)
+	if err != nil && failed == nil {
+		failed = err
+	}
+	recorded = n > 0 || missed
+	res.StartRecorded = recorded
 	if failed != nil {
-		return n > 0, false, failed
+		return recorded, false, failed
 	}
 	rec.Applied = true
 	if err := c.store.PutGeneration(ctx, stream, rec, rec.Order); err != nil {
 		if errors.Is(err, lease.ErrChanged) { // a newer generation is being recorded over these rows
-			return n > 0, false, nil
+			return recorded, false, nil
 		}
-		return n > 0, false, fmt.Errorf("mark generation applied: %w", err)
+		return recorded, false, fmt.Errorf("mark generation applied: %w", err)
 	}
 	res.Generation = rec
 	log.InfoContext(ctx, "generation applied", "generation", rec.ID, "order", rec.Order, "start", rec.Start, "rows", n)
-	return n > 0, true, nil
+	return recorded, true, nil
 }
 
 // reopenedParent reports whether a parent of shard s was re-opened by a
@@ -881,9 +896,12 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 // created after it (childStart) when nothing was read from it, or when
 // that start is later than where rec opens such a shard (opensLater): what
 // was read from it is read again, its holder revoked, its children
-// re-opened after it.
+// re-opened after it. applied holds the starts the pass wrote before it
+// (applying rec), which the rows, read earlier, do not show. It runs
+// while rec is being applied, as well as after: no shard is taken until
+// rec is applied, but a missed child's holder reads on until revoked.
 func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
-	rows map[string]lease.Lease, incarnation int64, log *slog.Logger) (bool, error) {
+	rows map[string]lease.Lease, incarnation int64, log *slog.Logger, applied map[string]lease.Start) (bool, error) {
 	if rec.Order == 0 || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
 		return false, nil
 	}
@@ -891,7 +909,11 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 	for _, id := range rec.Shards {
 		covered[id] = true
 	}
-	wrote := map[string]lease.Start{}
+	wrote := maps.Clone(applied) // the starts written earlier in this pass, which rows do not show
+	if wrote == nil {
+		wrote = map[string]lease.Start{}
+	}
+	sent := false
 	for _, s := range listing {
 		row, ok := rows[s.ID]
 		if !ok || covered[s.ID] || !sameIncarnation(row.Incarnation, rec.Incarnation) || row.GenerationOrder >= rec.Order {
@@ -899,6 +921,7 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 		}
 		at, reopen := reopenedParent(s, row, rows, wrote)
 		why := "re-opening a shard the generation's listing missed, whose parent it re-opened"
+		unread := false
 		if !reopen {
 			if row.Start == "" || row.Checkpoint != "" && !opensLater(row.Start, rec) {
 				continue
@@ -910,16 +933,23 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 			// its first record (or rec's own late start), not from the
 			// older start, which may be later. What was read from the
 			// later start is read again.
+			// When the restart is owed only because nothing was read (the
+			// older start is no later), it is sent on that condition: a
+			// slow write landing after the shard was read to its end, and
+			// after another pass, seeing it finished, restarted its
+			// children under rec, would have it read again while they
+			// read on.
 			at, why = childStart(rec), "re-starting a shard the generation's listing missed, which carries an older generation's start"
+			unread = !opensLater(row.Start, rec)
 		}
-		st := lease.Start{Position: at, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, ClearCheckpoint: true}
-		wrote[s.ID] = st
+		st := lease.Start{Position: at, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, ClearCheckpoint: true, IfUnread: unread}
+		wrote[s.ID], sent = st, true
 		log.InfoContext(ctx, why, "shard_id", s.ID, "start", at, "generation", rec.ID, "order", rec.Order)
 		if _, err := c.store.SetStart(ctx, stream, s.ID, st); err != nil {
 			return true, fmt.Errorf("record start position on %s: %w", s.ID, err)
 		}
 	}
-	return len(wrote) > 0, nil
+	return sent, nil
 }
 
 // childStart is where generation rec opens a shard created after it

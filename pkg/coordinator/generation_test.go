@@ -422,6 +422,49 @@ func generationReopensMissedChildren(t *testing.T, raced bool) {
 	}
 }
 
+// A generation that re-opened a parent and cannot be marked applied (a
+// start on another shard fails, or the record's write does, pass after
+// pass) still re-opens the children its listing missed: their holders
+// would otherwise read on, delivering records after those the generation
+// owes on the parent, for as long as the application takes (world 2141 of
+// the simulator).
+func TestPass_AGenerationNotYetAppliedReopensTheChildrenItsListingMissed(t *testing.T) {
+	const parent = "shardId-000000000000"
+	m := splitAndTakeChildren(t, "horizon")
+	stream, ms, children := m.stream, m.ms, m.children
+	settle(t, ms, children, "5")
+	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	store := &unappliable{CoordinatorStore: &interleave{Store: ms, afterSetStart: m.showOnParentStart}}
+	y := newCoordinator(t, sub(stream, past), store, m.hiding, &recorder{})
+	for range 2 { // the first pass's listing missed the children; the second's holds them
+		if _, err := y.Pass(t.Context()); !errors.Is(err, errUnappliable) {
+			t.Fatalf("pass: err = %v, want the record's write to fail", err)
+		}
+	}
+	rows := rowsOf(t, ms, stream)
+	if r := rows[parent]; r.GenerationOrder != 2 || r.Checkpoint != "" {
+		t.Fatalf("parent = %+v, want it re-opened by the generation", r)
+	}
+	for _, l := range children {
+		r := rows[l.ShardID]
+		if !r.Revoked || r.Checkpoint != "" || r.Start != past || r.GenerationOrder != 2 {
+			t.Fatalf("child %s = %+v, want it re-opened at the generation's start, its holder revoked, before the generation is applied", l.ShardID, r)
+		}
+	}
+}
+
+var errUnappliable = errors.New("injected: the record's write as applied fails")
+
+// unappliable fails every write of a generation record as applied.
+type unappliable struct{ lease.CoordinatorStore }
+
+func (s *unappliable) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
+	if g.Applied {
+		return errUnappliable
+	}
+	return s.CoordinatorStore.PutGeneration(ctx, stream, g, prevOrder)
+}
+
 // A generation recorded over a listing that missed the split's children,
 // whose start on the parent failed, is applied by another coordinator whose
 // listing holds the children: the rows it read before its start showed the
@@ -527,6 +570,65 @@ func TestPass_AGenerationRestartsMissedChildrenReadFromAnOlderLateStart(t *testi
 		if r.Start != "horizon" || r.GenerationOrder != first.Generation.Order || r.Checkpoint != "" || !r.Revoked {
 			t.Fatalf("child %s = %+v, want it re-opened at its first record under the new generation, its holder revoked, not left at %s",
 				l.ShardID, r, future)
+		}
+	}
+}
+
+// A missed child's restart decided on a row nothing was read from (an
+// older generation's start, no later than where the newer one opens such a
+// shard) does not land once the child was read meanwhile: re-opened after it
+// was read to its end, its records would be read again while its own
+// children, which another coordinator started under the newer generation
+// when it saw the child finished, read on (world 4366 of the simulator).
+func TestPass_AMissedChildsRestartDoesNotLandOnceItWasRead(t *testing.T) {
+	const parent, readMeanwhile = "shardId-000000000000", "shardId-000000000001"
+	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	m := splitAndTakeChildren(t, past)
+	stream, ms, children := m.stream, m.ms, m.children
+	older := rowsOf(t, ms, stream)[parent]
+	for _, l := range children { // given back unread, carrying the older generation's start
+		if err := ms.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ms.SetStart(t.Context(), stream, l.ShardID, lease.Start{Position: past, Generation: older.Generation, Order: older.GenerationOrder}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := &interleave{Store: ms, afterSetStart: m.showOnParentStart}
+	sent := false
+	hook.setStart = func(id string) {
+		if id != readMeanwhile || sent {
+			return
+		}
+		sent = true
+		// A loop reads it to its end and gives it back while the start
+		// decided on the unread row is on its way.
+		if _, err := ms.Take(t.Context(), stream, id, "reader"); err != nil {
+			t.Error(err)
+		}
+		if _, err := ms.Checkpoint(t.Context(), stream, id, "reader", lease.ShardEnd); err != nil {
+			t.Error(err)
+		}
+		if err := ms.Release(t.Context(), stream, id, "reader", lease.Handover{}); err != nil {
+			t.Error(err)
+		}
+	}
+	y := newCoordinator(t, sub(stream, "latest"), hook, m.hiding, &recorder{})
+	first := pass(t, y)
+	if !slices.Equal(first.Generation.Shards, []string{parent}) {
+		t.Fatalf("generation %+v, want it recorded over the parent alone", first.Generation)
+	}
+	pass(t, y)
+	if !sent {
+		t.Fatal("no start was sent for the child read meanwhile; the test does not reach the restart")
+	}
+	rows := rowsOf(t, ms, stream)
+	if r := rows[readMeanwhile]; r.Checkpoint != lease.ShardEnd {
+		t.Fatalf("child read to its end while its restart was on its way = %+v, want it still read to its end", r)
+	}
+	for _, l := range children {
+		if r := rows[l.ShardID]; l.ShardID != readMeanwhile && (r.Start != "horizon" || r.GenerationOrder != first.Generation.Order) {
+			t.Fatalf("child %s = %+v, want it restarted at its first record under the new generation", l.ShardID, r)
 		}
 	}
 }
