@@ -502,6 +502,20 @@ func (c *checker) readOrder(k shardKey, s *shardState) int64 {
 	return order
 }
 
+// priorOrder is what a run of shard s's row reads under now, for a newer
+// generation recorded on its way to the row (prior): readOrder, except
+// while the re-opening of an older generation whose listing missed the row
+// has not landed (missed): then what the row read under when that one was
+// recorded, as a run taken meanwhile does (world 2141). The parent's row
+// that older generation re-opened does not count: the row never read
+// under it.
+func (c *checker) priorOrder(k shardKey, s *shardState) int64 {
+	if s.missed > s.applied {
+		return max(s.ownOrder(), s.missedPrior)
+	}
+	return c.readOrder(k, s)
+}
+
 // ownOrder is the generation shard s's row reads under by its own
 // history: the one that last reset it, else the one it was created under,
 // or a newer one that kept it as it was.
@@ -608,7 +622,7 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 		if s.cfg == nil || s.cfg.order <= s.applied {
 			// Until this generation reaches the row, its runs read under
 			// what governs it now.
-			s.prior = c.readOrder(shardKey{inc, id}, s)
+			s.prior = c.priorOrder(shardKey{inc, id}, s)
 		}
 		s.cfg, s.cfgEpoch = &rr, s.epoch
 	}
@@ -693,7 +707,7 @@ func (c *checker) owesRestart(s *shardState) {
 		return // the older start owes all it owes: a missed shard holds only later records
 	}
 	if s.cfg == nil || s.cfg.order <= s.applied {
-		s.prior = c.readOrder(s.key, s)
+		s.prior = c.priorOrder(s.key, s)
 	}
 	s.restart, s.cfg, s.cfgEpoch = o, &r, s.epoch
 }

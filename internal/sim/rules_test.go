@@ -168,6 +168,49 @@ func TestChecker_ARunTakenWhileAGenerationIsOnItsWay(t *testing.T) {
 	}
 }
 
+// TestChecker_AMissedRowListedByANewerGenerationBeforeItsReopeningLanded:
+// world 2141. Generation 2's listing missed a child a run had taken under
+// generation 1, and re-opened its parent; the coordinator re-opens the
+// child too (reopenMissedChildren), and until that start lands a run of the
+// child reads under 1. Generation 3 then lists the child before generation
+// 2's start reached it: until 3's start lands, a run still reads under 1,
+// the row's, not under 2, which only its parent's row carries.
+func TestChecker_AMissedRowListedByANewerGenerationBeforeItsReopeningLanded(t *testing.T) {
+	gen := func(order int64, ids ...string) lease.Generation {
+		return lease.Generation{ID: fmt.Sprintf("g%d", order), Start: "horizon", Tip: "timestamp:1000000", Order: order, Shards: ids}
+	}
+	set := func(c *checker, id string, order int64) {
+		c.setStart(id, lease.Start{Position: "horizon", Generation: fmt.Sprintf("g%d", order), Order: order, ClearCheckpoint: true}, true, lease.Lease{})
+	}
+	orderOf := func(c *checker, run string) int64 {
+		c.took(run, "loop/"+run, lease.Lease{ShardID: "C"})
+		return c.runs[runShard{run, shardKey{c.cur, "C"}}].order
+	}
+	rows := map[string]rowAt{"P": {existed: true}, "C": {existed: true}}
+	c := newChecker(newTracer(time.Now()))
+	c.generation(gen(1, "P", "C"), rows)
+	c.shardShape(c.cur, "C", []string{"P"}, false)
+	set(c, "P", 1)
+	set(c, "C", 1)
+	if got := orderOf(c, "r1"); got != 1 {
+		t.Fatalf("a run of the child under generation 1 reads under %d, want 1", got)
+	}
+	c.generation(gen(2, "P"), rows) // its listing missed the child
+	set(c, "P", 2)
+	if got := orderOf(c, "r2"); got != 1 {
+		t.Fatalf("a run of the missed child before its re-opening reads under %d, want 1", got)
+	}
+	c.generation(gen(3, "P", "C"), rows)
+	if got := orderOf(c, "r3"); got != 1 {
+		t.Fatalf("a run of the child before generation 3's start reached it reads under %d, want 1 (its row's)", got)
+	}
+	set(c, "P", 3)
+	set(c, "C", 3)
+	if got := orderOf(c, "r4"); got != 3 {
+		t.Fatalf("once generation 3 reached the child, a run reads under %d, want 3", got)
+	}
+}
+
 // TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened: world
 // 1,006,874. Generation 2 re-opens the parent and is superseded before it
 // reaches the child by generation 3, which keeps rows as they are (a

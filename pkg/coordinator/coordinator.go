@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -347,7 +346,7 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
-	missed, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log, nil)
+	missed, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log)
 	if err != nil {
 		return res, fmt.Errorf("stream %s: %w", name, err)
 	}
@@ -387,7 +386,7 @@ func (c *Coordinator) passOne(ctx context.Context, sub Subscription) (StreamResu
 		// before them showed read to its end: re-open such a shard now,
 		// and leave the takes to the next pass, which sees its holder
 		// revoked (the re-opened parent waits for it).
-		reopened, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log, nil)
+		reopened, err := c.reopenMissedChildren(ctx, name, res.Generation, listing, rows, sum.incarnation, log)
 		if err != nil {
 			return res, fmt.Errorf("stream %s: %w", name, err)
 		}
@@ -756,34 +755,20 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 			n++
 		}
 	}
-	// The shards rec's listing missed whose parent it re-opened (by a start
-	// this pass wrote, or one the rows show) are re-opened now, not only
-	// once rec is applied: until then no shard is taken, but their holders
-	// read on, delivering records that come after those rec owes on the
-	// parent, for as long as the application takes (a start or the
-	// record's write failing pass after pass).
-	for id := range unwritten {
-		delete(wrote, id)
-	}
-	missed, err := c.reopenMissedChildren(ctx, stream, rec, listing, rows, sum.incarnation, log, wrote)
-	if err != nil && failed == nil {
-		failed = err
-	}
-	recorded = n > 0 || missed
-	res.StartRecorded = recorded
+	res.StartRecorded = n > 0
 	if failed != nil {
-		return recorded, false, failed
+		return n > 0, false, failed
 	}
 	rec.Applied = true
 	if err := c.store.PutGeneration(ctx, stream, rec, rec.Order); err != nil {
 		if errors.Is(err, lease.ErrChanged) { // a newer generation is being recorded over these rows
-			return recorded, false, nil
+			return n > 0, false, nil
 		}
-		return recorded, false, fmt.Errorf("mark generation applied: %w", err)
+		return n > 0, false, fmt.Errorf("mark generation applied: %w", err)
 	}
 	res.Generation = rec
 	log.InfoContext(ctx, "generation applied", "generation", rec.ID, "order", rec.Order, "start", rec.Start, "rows", n)
-	return recorded, true, nil
+	return n > 0, true, nil
 }
 
 // reopenedParent reports whether a parent of shard s was re-opened by a
@@ -896,12 +881,9 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 // created after it (childStart) when nothing was read from it, or when
 // that start is later than where rec opens such a shard (opensLater): what
 // was read from it is read again, its holder revoked, its children
-// re-opened after it. applied holds the starts the pass wrote before it
-// (applying rec), which the rows, read earlier, do not show. It runs
-// while rec is being applied, as well as after: no shard is taken until
-// rec is applied, but a missed child's holder reads on until revoked.
+// re-opened after it.
 func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
-	rows map[string]lease.Lease, incarnation int64, log *slog.Logger, applied map[string]lease.Start) (bool, error) {
+	rows map[string]lease.Lease, incarnation int64, log *slog.Logger) (bool, error) {
 	if rec.Order == 0 || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
 		return false, nil
 	}
@@ -909,11 +891,7 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 	for _, id := range rec.Shards {
 		covered[id] = true
 	}
-	wrote := maps.Clone(applied) // the starts written earlier in this pass, which rows do not show
-	if wrote == nil {
-		wrote = map[string]lease.Start{}
-	}
-	sent := false
+	wrote := map[string]lease.Start{}
 	for _, s := range listing {
 		row, ok := rows[s.ID]
 		if !ok || covered[s.ID] || !sameIncarnation(row.Incarnation, rec.Incarnation) || row.GenerationOrder >= rec.Order {
@@ -943,13 +921,13 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 			unread = !opensLater(row.Start, rec)
 		}
 		st := lease.Start{Position: at, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, ClearCheckpoint: true, IfUnread: unread}
-		wrote[s.ID], sent = st, true
+		wrote[s.ID] = st
 		log.InfoContext(ctx, why, "shard_id", s.ID, "start", at, "generation", rec.ID, "order", rec.Order)
 		if _, err := c.store.SetStart(ctx, stream, s.ID, st); err != nil {
 			return true, fmt.Errorf("record start position on %s: %w", s.ID, err)
 		}
 	}
-	return sent, nil
+	return len(wrote) > 0, nil
 }
 
 // childStart is where generation rec opens a shard created after it

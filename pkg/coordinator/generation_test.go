@@ -422,49 +422,6 @@ func generationReopensMissedChildren(t *testing.T, raced bool) {
 	}
 }
 
-// A generation that re-opened a parent and cannot be marked applied (a
-// start on another shard fails, or the record's write does, pass after
-// pass) still re-opens the children its listing missed: their holders
-// would otherwise read on, delivering records after those the generation
-// owes on the parent, for as long as the application takes (world 2141 of
-// the simulator).
-func TestPass_AGenerationNotYetAppliedReopensTheChildrenItsListingMissed(t *testing.T) {
-	const parent = "shardId-000000000000"
-	m := splitAndTakeChildren(t, "horizon")
-	stream, ms, children := m.stream, m.ms, m.children
-	settle(t, ms, children, "5")
-	past := "timestamp:" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
-	store := &unappliable{CoordinatorStore: &interleave{Store: ms, afterSetStart: m.showOnParentStart}}
-	y := newCoordinator(t, sub(stream, past), store, m.hiding, &recorder{})
-	for range 2 { // the first pass's listing missed the children; the second's holds them
-		if _, err := y.Pass(t.Context()); !errors.Is(err, errUnappliable) {
-			t.Fatalf("pass: err = %v, want the record's write to fail", err)
-		}
-	}
-	rows := rowsOf(t, ms, stream)
-	if r := rows[parent]; r.GenerationOrder != 2 || r.Checkpoint != "" {
-		t.Fatalf("parent = %+v, want it re-opened by the generation", r)
-	}
-	for _, l := range children {
-		r := rows[l.ShardID]
-		if !r.Revoked || r.Checkpoint != "" || r.Start != past || r.GenerationOrder != 2 {
-			t.Fatalf("child %s = %+v, want it re-opened at the generation's start, its holder revoked, before the generation is applied", l.ShardID, r)
-		}
-	}
-}
-
-var errUnappliable = errors.New("injected: the record's write as applied fails")
-
-// unappliable fails every write of a generation record as applied.
-type unappliable struct{ lease.CoordinatorStore }
-
-func (s *unappliable) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
-	if g.Applied {
-		return errUnappliable
-	}
-	return s.CoordinatorStore.PutGeneration(ctx, stream, g, prevOrder)
-}
-
 // A generation recorded over a listing that missed the split's children,
 // whose start on the parent failed, is applied by another coordinator whose
 // listing holds the children: the rows it read before its start showed the
