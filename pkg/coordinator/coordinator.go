@@ -901,7 +901,8 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 		why := "re-opening a shard the generation's listing missed, whose parent it re-opened"
 		unread := false
 		if !reopen {
-			if row.Start == "" || row.Checkpoint != "" && !opensLater(row.Start, rec) {
+			later := opensLater(row.Start, rec)
+			if row.Start == "" || row.Checkpoint != "" && !later {
 				continue
 			}
 			// An older generation's start that nothing was read from yet,
@@ -911,6 +912,7 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 			// its first record (or rec's own late start), not from the
 			// older start, which may be later. What was read from the
 			// later start is read again.
+			//
 			// When the restart is owed only because nothing was read (the
 			// older start is no later), it is sent on that condition: a
 			// slow write landing after the shard was read to its end, and
@@ -918,7 +920,7 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 			// children under rec, would have it read again while they
 			// read on.
 			at, why = childStart(rec), "re-starting a shard the generation's listing missed, which carries an older generation's start"
-			unread = !opensLater(row.Start, rec)
+			unread = !later
 		}
 		st := lease.Start{Position: at, Generation: rec.ID, Order: rec.Order, Incarnation: rec.Incarnation, ClearCheckpoint: true, IfUnread: unread}
 		wrote[s.ID] = st
