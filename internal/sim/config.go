@@ -144,6 +144,13 @@ type Faults struct {
 	// SlowStart: the starts a generation records row by row succeed slowly
 	// (1 to SlowRenewMax), holding its application open.
 	SlowStart float64
+	// Late: writes held on their way LateMin to LateMax (the rare ones,
+	// window checkpoints aside, four times as often), which land at their
+	// time even when their caller gave up meanwhile: a request the table
+	// serves after the client's timeout, beside the newer writes the
+	// caller made since.
+	Late             float64
+	LateMin, LateMax time.Duration
 	// SlowRecord: a generation's record lands 1 s to SlowRecord after it
 	// is sent, so that the stream may have changed since the listing it
 	// was recorded over.
@@ -807,6 +814,15 @@ func Draw(seed uint64) Config {
 			c.Events = append(c.Events, Event{At: x.split + after, Kind: kind, Newest: true})
 		}
 	}
+	// Writes that land after their caller gave up, in one world in four,
+	// drawn last: a write held on its way a second to a lease and more
+	// lands beside the newer writes its caller made since (a renewal or a
+	// checkpoint sent again, a release after it), so that only the
+	// table's own conditions keep it from moving a row back.
+	if f() < 0.25 {
+		c.Faults.Late = 0.005 + 0.025*f()
+		c.Faults.LateMin, c.Faults.LateMax = time.Second, between(c.Reader.Renew+time.Second, c.Reader.Lease+5*time.Second)
+	}
 	c.keepAbreast()
 	sortEvents(c.Events)
 	return c
@@ -919,6 +935,7 @@ var Reductions = []struct {
 	{"no partitions or pauses", func(c *Config) { c.Events = dropEvents(c.Events, Partition, Pause) }},
 	{"no strikes", func(c *Config) { c.Events = dropEvents(c.Events, Strike) }},
 	{"no poisoned end", func(c *Config) { c.Faults.PoisonEnd, c.Faults.PoisonKill, c.Faults.PoisonKillWithin = false, 0, 0 }},
+	{"no late writes", func(c *Config) { c.Faults.Late = 0 }},
 }
 
 func dropEvents(es []Event, kinds ...EventKind) []Event {
@@ -990,8 +1007,8 @@ func (c Config) Summary() string {
 		counts[e.Kind]++
 	}
 	rc := c.Reader
-	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, relist %s, retries %d, bisect %v, max age %s, target timeout %s (fn %s, fence cut %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d partitions %d pauses %d strikes %d poisoned end %v",
+	return fmt.Sprintf("%d shards, %d keys, %.1f rec/s for %s; deployments %s; batch %d, poll %s, run %s, lease %s/%s, relist %s, retries %d, bisect %v, max age %s, target timeout %s (fn %s, fence cut %s), lambda target %v, lanes %d, batching %s, filters %d, window %s; skew ±%s drift ±%.0f%%; splits %d merges %d kills %d crashes %d redeploys %d recreate %d partitions %d pauses %d strikes %d poisoned end %v; late writes %.1f%%",
 		c.Shards, c.Keys, c.Rate, c.Produce, strings.Join(ds, " "), rc.BatchSize, rc.Poll, rc.RunLength, rc.Lease, rc.Renew, rc.Relist,
 		rc.MaxRetryAttempts, rc.Bisect, rc.MaxRecordAge, rc.TargetTimeout, rc.FunctionTimeout, rc.FenceCut, rc.LambdaTarget, max(1, rc.ParallelizationFactor), rc.BatchingWindow, len(rc.Filters), rc.TumblingWindow,
-		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate], counts[Partition], counts[Pause], counts[Strike], c.Faults.PoisonEnd)
+		c.Clocks.Skew, 100*c.Clocks.Drift, counts[Split], counts[Merge], counts[Kill], counts[Crash], counts[Redeploy], counts[Recreate], counts[Partition], counts[Pause], counts[Strike], c.Faults.PoisonEnd, 100*c.Faults.Late)
 }

@@ -65,8 +65,9 @@ var rareWrite = map[string]bool{"pin": true, "release": true, "release at SHARD_
 	"set start": true, "put generation": true}
 
 // call runs one store call: latency, the fault drawn, f under the table's
-// lock, latency back.
-func (s *store) call(ctx context.Context, op, stream, shardID string, write bool, f func() error) error {
+// lock, latency back. f runs under the ctx it is given: the caller's, or,
+// for a write that lands after its caller gave up, one that does not end.
+func (s *store) call(ctx context.Context, op, stream, shardID string, write bool, f func(context.Context) error) error {
 	w := s.t.w
 	fs := &w.cfg.Faults
 	rs := w.draws(ctx, "store", shardID)
@@ -78,14 +79,14 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		before -= after
 	}
 	fault := faultNone
+	// The rare writes (pins, releases, SHARD_END, window checkpoints) fail,
+	// and are held on their way, four times as often: a world makes few of
+	// them, and the code that handles their failure is the least exercised.
+	weight := 1.0
+	if rareWrite[op] {
+		weight = 4
+	}
 	if write {
-		// The rare writes (pins, releases, SHARD_END, window checkpoints)
-		// fail four times as often: a world makes few of them, and the
-		// code that handles their failure is the least exercised.
-		weight := 1.0
-		if rareWrite[op] {
-			weight = 4
-		}
 		switch x := rs.float(); {
 		case x < weight*fs.StoreBefore:
 			fault = faultBefore
@@ -110,6 +111,17 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 	if op == "put generation" && fs.SlowRecord > 0 {
 		before += rs.dur(max(time.Second, fs.SlowRecordMin), fs.SlowRecord)
 	}
+	// A write held on its way (the rare ones four times as often) lands
+	// at its time even when its caller gives up meanwhile: the request
+	// has left, and the table serves it whoever waits for the answer.
+	lateWeight := weight
+	if op == "window checkpoint" {
+		lateWeight = 1 // a window world's every checkpoint
+	}
+	late := write && rs.hit(min(1, lateWeight*fs.Late))
+	if late {
+		before += rs.dur(fs.LateMin, fs.LateMax)
+	}
 	// A start written just before a re-creation's deletion (a "start"
 	// race): its host freezes as the write leaves, and it lands when the
 	// host wakes, after the stream was created again.
@@ -117,10 +129,77 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		w.meetRace(ctx, "start", s.dep)
 	}
 	w.wake(ctx)
+	lands := time.Now().Add(before)
 	if err := w.sleep(ctx, before); err != nil {
+		if late {
+			// The caller gave up; the write goes on, under a context that
+			// does not end, and lands at its time (or when its host
+			// wakes). Its answer reaches nobody.
+			lctx := lateCtx{Context: w.ctx, of: ctx}
+			w.bg.Go(func() {
+				if w.sleep(lctx, time.Until(lands)) != nil {
+					return // the world ended first
+				}
+				w.wake(lctx)
+				if err := s.land(lctx, rs, op, shardID, write, fault, &after, f); err == nil || err == errStore {
+					w.tr.add(w.shardName(shardID), "", "%s: %s landed after its caller gave up", s.dep, op)
+				}
+			})
+		}
 		return err
 	}
 	w.wake(ctx) // frozen on the way: the write lands when the host wakes
+	err := s.land(ctx, rs, op, shardID, write, fault, &after, f)
+	if err == errNotWritten || err == errDead {
+		return err
+	}
+	if err == nil && fault == faultNone && strings.HasPrefix(op, "renew") {
+		dl, _ := ctx.Deadline()
+		after = w.strikeRenewal(ctx, s.dep, shardID, after, dl)
+	}
+	if err == errStore {
+		return errStore
+	}
+	if e := w.sleep(ctx, after); e != nil && err == nil {
+		return e // written, but the caller gave up waiting
+	}
+	return err
+}
+
+// lateCtx is the context of a write that lands after its caller gave up:
+// it ends with the world, not with the caller, and carries the caller's
+// values (its host, its invocation). What the write returns reaches
+// nobody (see keep).
+type lateCtx struct {
+	context.Context // the world's
+	of              context.Context
+}
+
+// lateKey marks a lateCtx among the values.
+type lateKey struct{}
+
+// Value implements context.Context.
+func (c lateCtx) Value(k any) any {
+	if k == (lateKey{}) {
+		return true
+	}
+	return c.of.Value(k)
+}
+
+// keep stores v in *dst for the caller, unless the write landed after its
+// caller gave up (the caller has returned; nobody reads dst).
+func keep[T any](ctx context.Context, dst *T, v T) {
+	if ctx.Value(lateKey{}) == nil {
+		*dst = v
+	}
+}
+
+// land makes the write (or read) f at its time: not at all from a host cut
+// off from the table, on a fault before it, or for a dead invocation;
+// errStore when its answer is lost. A read of the rows may lengthen after.
+func (s *store) land(ctx context.Context, rs *stream, op, shardID string, write bool, fault storeFault, after *time.Duration, f func(context.Context) error) error {
+	w := s.t.w
+	fs := &w.cfg.Faults
 	if w.cutOff(ctx, "store") {
 		w.tr.add(w.shardName(shardID), "", "%s: %s from a host cut off from the table (partition)", s.dep, op)
 		return errNotWritten
@@ -135,7 +214,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 		w.tr.add(w.shardName(shardID), "", "%s: %s by a dead invocation not made", s.dep, op)
 		return errDead
 	}
-	err := f()
+	err := f(ctx)
 	if op == "set start" && err == nil {
 		s.t.startAt = time.Now()
 		w.thawOnStart()
@@ -144,19 +223,12 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 	// written within the longest a slow one takes) answers slowly at times:
 	// the pass then judges rows the application has moved past since.
 	if op == "get many" && !s.t.startAt.IsZero() && time.Since(s.t.startAt) <= fs.SlowRenewMax && rs.hit(fs.SlowRead) {
-		after += rs.dur(time.Second, max(time.Second, fs.SlowRenewMax))
+		*after += rs.dur(time.Second, max(time.Second, fs.SlowRenewMax))
 	}
 	s.t.mu.Unlock()
-	if err == nil && fault == faultNone && strings.HasPrefix(op, "renew") {
-		dl, _ := ctx.Deadline()
-		after = w.strikeRenewal(ctx, s.dep, shardID, after, dl)
-	}
 	if err == nil && fault == faultAfter {
 		w.tr.add(w.shardName(shardID), "", "%s: %s written, answer lost (injected)", s.dep, op)
 		return errStore
-	}
-	if e := w.sleep(ctx, after); e != nil && err == nil {
-		return e // written, but the caller gave up waiting
 	}
 	return err
 }
@@ -164,7 +236,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 // Take implements lease.Store.
 func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ...lease.TakeOption) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.call(ctx, "take", stream, shardID, true, func() error {
+	err := s.call(ctx, "take", stream, shardID, true, func(ctx context.Context) error {
 		if s.t.w.cfg.Sabotage == Steal && shardID == s.t.stolen && time.Now().Before(s.t.stealEnd) && lease.LoopOwner(owner) == owner {
 			if row, err := s.t.inner.Get(ctx, stream, shardID); err == nil {
 				opts = append(opts, lease.IfCounter(row.Counter))
@@ -177,7 +249,7 @@ func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 			w.chk.took(runKey(invocationOf(ctx), owner), owner, l)
 			w.tr.add(w.shardName(shardID), owner, "took the row (counter %d, checkpoint %s, start %q)", l.Counter, short(l.Checkpoint), l.Start)
 		}
-		out = l
+		keep(ctx, &out, l)
 		return err
 	})
 	return out, err
@@ -185,27 +257,27 @@ func (s *store) Take(ctx context.Context, stream, shardID, owner string, opts ..
 
 // Checkpoint implements lease.Store.
 func (s *store) Checkpoint(ctx context.Context, stream, shardID, owner, seq string, opts ...lease.CheckpointOption) (lease.Lease, error) {
-	return s.checkpoint(ctx, stream, shardID, owner, seq, func(seq string) (lease.Lease, error) {
+	return s.checkpoint(ctx, stream, shardID, owner, seq, func(ctx context.Context, seq string) (lease.Lease, error) {
 		return s.t.inner.Checkpoint(ctx, stream, shardID, owner, seq, opts...)
 	})
 }
 
 // checkpoint is one checkpoint write, by write, watched by the checker.
-func (s *store) checkpoint(ctx context.Context, stream, shardID, owner, seq string, write func(seq string) (lease.Lease, error)) (lease.Lease, error) {
+func (s *store) checkpoint(ctx context.Context, stream, shardID, owner, seq string, write func(ctx context.Context, seq string) (lease.Lease, error)) (lease.Lease, error) {
 	var out lease.Lease
 	op := "checkpoint"
 	if seq == lease.ShardEnd {
 		op = "SHARD_END checkpoint"
 	}
-	err := s.call(ctx, op, stream, shardID, true, func() error {
+	err := s.call(ctx, op, stream, shardID, true, func(ctx context.Context) error {
 		seq := s.sabotageCheckpoint(shardID, owner, seq)
-		l, err := write(seq)
+		l, err := write(ctx, seq)
 		if err == nil {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), owner, "checkpoint %s", short(seq))
 			w.chk.checkpoint(runKey(invocationOf(ctx), owner), owner, l, seq)
 		}
-		out = l
+		keep(ctx, &out, l)
 		return err
 	})
 	if err == errNotWritten {
@@ -217,13 +289,13 @@ func (s *store) checkpoint(ctx context.Context, stream, shardID, owner, seq stri
 // Pin implements lease.Store.
 func (s *store) Pin(ctx context.Context, stream, shardID, owner, start string) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.call(ctx, "pin", stream, shardID, true, func() error {
+	err := s.call(ctx, "pin", stream, shardID, true, func(ctx context.Context) error {
 		l, err := s.t.inner.Pin(ctx, stream, shardID, owner, start)
 		if err == nil {
 			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "pinned its opening at %s", start)
 			s.t.w.chk.pinned(l, start)
 		}
-		out = l
+		keep(ctx, &out, l)
 		return err
 	})
 	return out, err
@@ -235,7 +307,7 @@ func (s *store) Release(ctx context.Context, stream, shardID, owner string, ho l
 	if row, err := s.t.inner.Get(ctx, stream, shardID); err == nil && row.Finished() {
 		op = "release at SHARD_END"
 	}
-	return s.call(ctx, op, stream, shardID, true, func() error {
+	return s.call(ctx, op, stream, shardID, true, func(ctx context.Context) error {
 		err := s.t.inner.Release(ctx, stream, shardID, owner, ho)
 		if err == nil {
 			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "released the row")
@@ -247,7 +319,7 @@ func (s *store) Release(ctx context.Context, stream, shardID, owner string, ho l
 // Get implements lease.Store.
 func (s *store) Get(ctx context.Context, stream, shardID string) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.call(ctx, "get", stream, shardID, false, func() (err error) {
+	err := s.call(ctx, "get", stream, shardID, false, func(ctx context.Context) (err error) {
 		out, err = s.t.inner.Get(ctx, stream, shardID)
 		return err
 	})
@@ -257,7 +329,7 @@ func (s *store) Get(ctx context.Context, stream, shardID string) (lease.Lease, e
 // GetMany implements lease.Store.
 func (s *store) GetMany(ctx context.Context, stream string, shardIDs []string) (map[string]lease.Lease, error) {
 	var out map[string]lease.Lease
-	err := s.call(ctx, "get many", stream, "", false, func() (err error) {
+	err := s.call(ctx, "get many", stream, "", false, func(ctx context.Context) (err error) {
 		out, err = s.t.inner.GetMany(ctx, stream, shardIDs)
 		if err == nil {
 			s.sabotageRows(out)
@@ -298,7 +370,7 @@ func (s *store) sabotageRows(rows map[string]lease.Lease) {
 // List implements lease.Store.
 func (s *store) List(ctx context.Context, stream string) ([]lease.Lease, error) {
 	var out []lease.Lease
-	err := s.call(ctx, "list", stream, "", false, func() (err error) {
+	err := s.call(ctx, "list", stream, "", false, func(ctx context.Context) (err error) {
 		out, err = s.t.inner.List(ctx, stream)
 		return err
 	})
@@ -308,14 +380,16 @@ func (s *store) List(ctx context.Context, stream string) ([]lease.Lease, error) 
 // SetStart implements lease.Store.
 func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
 	var changed bool
-	err := s.call(ctx, "set start", stream, shardID, true, func() (err error) {
-		changed, err = s.t.inner.SetStart(ctx, stream, shardID, st)
-		if err == nil && changed {
+	err := s.call(ctx, "set start", stream, shardID, true, func(ctx context.Context) (err error) {
+		var ok bool
+		ok, err = s.t.inner.SetStart(ctx, stream, shardID, st)
+		keep(ctx, &changed, ok)
+		if err == nil && ok {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, if unread %v, fresh %v)",
 				s.dep, st.Position, st.Order, st.ClearCheckpoint, st.Finished, st.IfAbsent, st.IfUnread, st.Fresh)
 			row, _ := s.t.inner.Get(ctx, stream, shardID)
-			w.chk.setStart(shardID, st, changed, row)
+			w.chk.setStart(shardID, st, ok, row)
 		}
 		return err
 	})
@@ -324,7 +398,7 @@ func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 
 // Delete implements lease.Store.
 func (s *store) Delete(ctx context.Context, stream, shardID string, counter int64) error {
-	return s.call(ctx, "delete", stream, shardID, true, func() error {
+	return s.call(ctx, "delete", stream, shardID, true, func(ctx context.Context) error {
 		row, getErr := s.t.inner.Get(ctx, stream, shardID)
 		err := s.t.inner.Delete(ctx, stream, shardID, counter)
 		if err == nil && getErr == nil {
@@ -339,10 +413,12 @@ func (s *store) Delete(ctx context.Context, stream, shardID string, counter int6
 // Reset implements lease.Store.
 func (s *store) Reset(ctx context.Context, stream, shardID, start string, force bool) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.call(ctx, "reset", stream, shardID, true, func() (err error) {
-		out, err = s.t.inner.Reset(ctx, stream, shardID, start, force)
+	err := s.call(ctx, "reset", stream, shardID, true, func(ctx context.Context) (err error) {
+		var l lease.Lease
+		l, err = s.t.inner.Reset(ctx, stream, shardID, start, force)
+		keep(ctx, &out, l)
 		if err == nil {
-			s.t.w.chk.deletedRow(out) // a new epoch; no reset is drawn by worlds yet
+			s.t.w.chk.deletedRow(l) // a new epoch; no reset is drawn by worlds yet
 		}
 		return err
 	})
@@ -352,7 +428,7 @@ func (s *store) Reset(ctx context.Context, stream, shardID, start string, force 
 // GetGeneration implements lease.Store.
 func (s *store) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
 	var out lease.Generation
-	err := s.call(ctx, "get generation", stream, "#generation", false, func() (err error) {
+	err := s.call(ctx, "get generation", stream, "#generation", false, func(ctx context.Context) (err error) {
 		out, err = s.t.inner.GetGeneration(ctx, stream)
 		return err
 	})
@@ -361,7 +437,7 @@ func (s *store) GetGeneration(ctx context.Context, stream string) (lease.Generat
 
 // PutGeneration implements lease.Store.
 func (s *store) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
-	return s.call(ctx, "put generation", stream, "#generation", true, func() error {
+	return s.call(ctx, "put generation", stream, "#generation", true, func(ctx context.Context) error {
 		if err := s.t.inner.PutGeneration(ctx, stream, g, prevOrder); err != nil {
 			return err
 		}
@@ -407,7 +483,7 @@ func (s *store) Renew(ctx context.Context, stream, shardID, owner string, rn lea
 	if seq == lease.ShardEnd {
 		op = "renew with SHARD_END"
 	}
-	err := s.call(ctx, op, stream, shardID, true, func() error {
+	err := s.call(ctx, op, stream, shardID, true, func(ctx context.Context) error {
 		if rn.Checkpoint != "" {
 			rn.Checkpoint = s.sabotageCheckpoint(shardID, owner, seq)
 		}
@@ -420,7 +496,7 @@ func (s *store) Renew(ctx context.Context, stream, shardID, owner string, rn lea
 		case errors.Is(err, lease.ErrNotOwner):
 			s.t.w.tr.add(s.t.w.shardName(shardID), owner, "renewal refused")
 		}
-		out = l
+		keep(ctx, &out, l)
 		return err
 	})
 	if err == errNotWritten && seq != "" {
@@ -432,8 +508,10 @@ func (s *store) Renew(ctx context.Context, stream, shardID, owner string, rn lea
 // Beat implements lease.Store.
 func (s *store) Beat(ctx context.Context, stream string, hb lease.Heartbeat) (lease.Heartbeat, error) {
 	var out lease.Heartbeat
-	err := s.call(ctx, "beat", stream, "#runner", true, func() (err error) {
-		out, err = s.t.inner.Beat(ctx, stream, hb)
+	err := s.call(ctx, "beat", stream, "#runner", true, func(ctx context.Context) (err error) {
+		var b lease.Heartbeat
+		b, err = s.t.inner.Beat(ctx, stream, hb)
+		keep(ctx, &out, b)
 		return err
 	})
 	return out, err
@@ -442,7 +520,7 @@ func (s *store) Beat(ctx context.Context, stream string, hb lease.Heartbeat) (le
 // Runners implements lease.Store.
 func (s *store) Runners(ctx context.Context, stream string) ([]lease.Heartbeat, error) {
 	var out []lease.Heartbeat
-	err := s.call(ctx, "runners", stream, "#runner", false, func() (err error) {
+	err := s.call(ctx, "runners", stream, "#runner", false, func(ctx context.Context) (err error) {
 		out, err = s.t.inner.Runners(ctx, stream)
 		return err
 	})
@@ -451,7 +529,7 @@ func (s *store) Runners(ctx context.Context, stream string) ([]lease.Heartbeat, 
 
 // Leave implements lease.Store.
 func (s *store) Leave(ctx context.Context, stream, runner string, counter int64) error {
-	return s.call(ctx, "leave", stream, "#runner", true, func() error {
+	return s.call(ctx, "leave", stream, "#runner", true, func(ctx context.Context) error {
 		return s.t.inner.Leave(ctx, stream, runner, counter)
 	})
 }
@@ -459,7 +537,7 @@ func (s *store) Leave(ctx context.Context, stream, runner string, counter int64)
 // CheckpointWindow implements lease.Store: a checkpoint, for the checker,
 // that carries a tumbling window.
 func (s *store) CheckpointWindow(ctx context.Context, stream, shardID, owner string, win lease.Window) error {
-	err := s.call(ctx, "window checkpoint", stream, shardID, true, func() error {
+	err := s.call(ctx, "window checkpoint", stream, shardID, true, func(ctx context.Context) error {
 		win.Seq = s.sabotageCheckpoint(shardID, owner, win.Seq)
 		if err := s.t.inner.CheckpointWindow(ctx, stream, shardID, owner, win); err != nil {
 			return err
@@ -481,7 +559,7 @@ func (s *store) CheckpointWindow(ctx context.Context, stream, shardID, owner str
 // GetWindow implements lease.Store.
 func (s *store) GetWindow(ctx context.Context, stream, shardID string) (lease.Window, error) {
 	var out lease.Window
-	err := s.call(ctx, "get window", stream, shardID, false, func() (err error) {
+	err := s.call(ctx, "get window", stream, shardID, false, func(ctx context.Context) (err error) {
 		if s.t.w.cfg.Sabotage == WindowLost && time.Since(s.t.w.began) > 2*time.Minute {
 			return lease.ErrNotFound
 		}
