@@ -882,6 +882,13 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 // that start is later than where rec opens such a shard (opensLater): what
 // was read from it is read again, its holder revoked, its children
 // re-opened after it.
+//
+// A listed shard rec kept as it was (rec keeps rows: a sequence start, the
+// default) is re-opened the same way when a parent of it carries a newer
+// generation than its own and is read again: a start of a generation rec
+// superseded, which a pass still applying that one wrote on the parent
+// after rec was applied (its write slow, or its host paused), so rec's
+// application, which re-opens such a child, found the parent as it was.
 func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
 	rows map[string]lease.Lease, incarnation int64, log *slog.Logger) (bool, error) {
 	if rec.Order == 0 || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
@@ -894,11 +901,17 @@ func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, r
 	wrote := map[string]lease.Start{}
 	for _, s := range listing {
 		row, ok := rows[s.ID]
-		if !ok || covered[s.ID] || !sameIncarnation(row.Incarnation, rec.Incarnation) || row.GenerationOrder >= rec.Order {
+		if !ok || !sameIncarnation(row.Incarnation, rec.Incarnation) || row.GenerationOrder >= rec.Order {
 			continue
 		}
 		at, reopen := reopenedParent(s, row, rows, wrote)
 		why := "re-opening a shard the generation's listing missed, whose parent it re-opened"
+		if covered[s.ID] {
+			if !reopen {
+				continue
+			}
+			why = "re-opening a shard the generation kept, whose parent a generation it superseded re-opened since"
+		}
 		unread := false
 		if !reopen {
 			later := opensLater(row.Start, rec)

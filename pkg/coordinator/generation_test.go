@@ -1198,6 +1198,74 @@ func childrenOfAReopenedParent(t *testing.T, ckpt string) {
 	}
 }
 
+// TestPass_AParentReopenedAfterTheNextGenerationWasAppliedReopensItsChildren
+// is world 6739 of seeds 1–10,000 (2026-12-07, with late writes): a
+// horizon generation's start on a parent read to its end landed after a
+// sequence generation that superseded it had been applied. That one had
+// kept the children, reading on from their checkpoints, and no pass looked
+// again: the parent's records were read again while the children went on
+// after them. A pass re-opens such a child at its parent's start, as the
+// application would have, and the parent waits for its revoked holder.
+func TestPass_AParentReopenedAfterTheNextGenerationWasAppliedReopensItsChildren(t *testing.T) {
+	kc := testaws.Kinesis(t)
+	stream := newStream(t, kc, 1)
+	store := memStore(t)
+	const parent, child1, child2 = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002"
+	first := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	splitShard(t, kc, stream, parent)
+	settle(t, store, first.Started, lease.ShardEnd)
+	for _, l := range first.Started {
+		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	children := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
+	settle(t, store, children.Started, "1")
+
+	// A horizon generation is recorded; its pass's writes are on their way.
+	slow := newCoordinator(t, sub(stream, "horizon"), &failingSetStart{Store: store}, kc, &recorder{})
+	if _, err := slow.Pass(t.Context()); err == nil {
+		t.Fatal("the horizon pass whose writes all failed succeeded")
+	}
+	horizon, err := store.GetGeneration(t.Context(), stream)
+	if err != nil || horizon.Start != "horizon" || horizon.Applied {
+		t.Fatalf("generation record = %+v, %v; want the horizon generation, not applied", horizon, err)
+	}
+
+	// A sequence generation supersedes it and is applied: the parent, read
+	// to its end, and the children reading are kept.
+	cfg := sub(stream, "sequence:"+child2+":1")
+	cfg.LeaseDuration = 300 * time.Millisecond
+	rec := &recorder{}
+	c := newCoordinator(t, cfg, store, kc, rec)
+	if res := pass(t, c); res.Step != "begin" || res.GenerationPending {
+		t.Fatalf("sequence start's pass = %+v, want its generation begun and applied", res)
+	}
+	if r := rowsOf(t, store, stream)[child1]; r.Checkpoint != "1" || r.Revoked {
+		t.Fatalf("child 1 after the sequence generation = %+v, want it kept, reading on", r)
+	}
+
+	// The horizon pass's write on the parent lands now.
+	if changed, err := store.SetStart(t.Context(), stream, parent, lease.Start{Position: "horizon", Generation: horizon.ID,
+		Order: horizon.Order, Incarnation: horizon.Incarnation, ClearCheckpoint: true}); err != nil || !changed {
+		t.Fatalf("the late start on the parent: changed %v, %v; want it landed", changed, err)
+	}
+
+	res := pass(t, c)
+	if why := res.Waiting[parent]; len(res.Started) != 0 || why.Kind != shards.WaitingOnDescendant {
+		t.Fatalf("pass started %v, parent %v; want nothing started, the parent waiting on its child's revoked holder", shardsOf(res.Started), why)
+	}
+	if r := rowsOf(t, store, stream)[child1]; r.Start != "horizon" || r.Checkpoint != "" || !r.Revoked {
+		t.Fatalf("child 1 = %+v, want it re-opened at its parent's start, its holder revoked", r)
+	}
+	if _, _, err := c.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardsOf(loopsFrom(rec, 0)); !slices.Contains(got, parent) || slices.Contains(got, child1) {
+		t.Fatalf("started %v, want the parent once its child's revoked lease lapsed, and not child 1 beside it", got)
+	}
+}
+
 // TestPass_AStaleConfigurationTakesNothingOfAStreamCreatedAgain is world
 // 4168 of seeds 1–10,000 (2026-12-03): a coordinator whose configuration a
 // newer deploy superseded took a shard of the stream created again before
