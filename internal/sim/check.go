@@ -534,8 +534,11 @@ func (s *shardState) appliedOrCreated() int64 {
 
 // reopening reports whether a generation that keeps shard s's row as it
 // is, newer than any start that reached the row, superseded one that
-// reached an ancestor of s and not s: its coordinator re-opens the row at
-// the ancestor's start when it reaches it.
+// reached an ancestor of s and not s, and that ancestor is still to be
+// read to its end: its coordinator re-opens the row at the ancestor's
+// start (reopenedParent). Once every such ancestor is read to its end no
+// re-opening comes: a row that had not gone on meanwhile (no checkpoint,
+// no holder) is kept, and reads under the generation that keeps it.
 func (c *checker) reopening(k shardKey, s *shardState) bool {
 	if s.kept <= s.applied || len(s.void) == 0 {
 		return false
@@ -553,7 +556,7 @@ func (c *checker) reopening(k shardKey, s *shardState) bool {
 				continue
 			}
 			for v := range s.void {
-				if a.applied >= v && v > s.applied {
+				if a.applied >= v && v > s.applied && a.endEpoch != a.epoch {
 					return true
 				}
 			}

@@ -249,6 +249,45 @@ func TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened(t *testing.T
 	}
 }
 
+// TestChecker_AKeptRowWhoseReopenedParentWasReadToItsEnd is world
+// 1,004,160 of seeds 1,000,001–1,010,000 (2026-12-07, with late writes).
+// Generation 2 re-opens the parent and is superseded before it reaches the
+// child by generation 3, which keeps rows as they are. The coordinator
+// re-opens the child only while the parent is still to be read
+// (reopenedParent): once the parent is read to its end, a run of the
+// child, kept, reads under generation 3.
+func TestChecker_AKeptRowWhoseReopenedParentWasReadToItsEnd(t *testing.T) {
+	gen := func(order int64, start string, ids ...string) lease.Generation {
+		return lease.Generation{ID: fmt.Sprintf("g%d", order), Start: start, Tip: "timestamp:1000000", Order: order, Shards: ids}
+	}
+	set := func(c *checker, id string, order int64) {
+		c.setStart(id, lease.Start{Position: "horizon", Generation: fmt.Sprintf("g%d", order), Order: order, ClearCheckpoint: true}, true, lease.Lease{})
+	}
+	orderOf := func(c *checker, run string) int64 {
+		c.took(run, "loop/"+run, lease.Lease{ShardID: "C"})
+		return c.runs[runShard{run, shardKey{c.cur, "C"}}].order
+	}
+	rows := map[string]rowAt{"P": {existed: true}, "C": {existed: true}}
+	c := newChecker(newTracer(time.Now()))
+	c.generation(gen(1, "horizon", "P", "C"), rows)
+	c.shardShape(c.cur, "P", nil, true)
+	c.shardShape(c.cur, "C", []string{"P"}, false)
+	set(c, "P", 1)
+	set(c, "C", 1)
+	c.generation(gen(2, "horizon", "P", "C"), rows)
+	set(c, "P", 2) // the parent re-opened; generation 2 goes no further
+	c.generation(gen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "P", "C"), rows)
+	if got := orderOf(c, "r1"); got != 1 {
+		t.Fatalf("a run of the child while its parent is read again reads under %d, want 1 (its re-opening may come)", got)
+	}
+	c.mu.Lock()
+	c.shardEnd(c.sh[shardKey{c.cur, "P"}], "loop/p")
+	c.mu.Unlock()
+	if got := orderOf(c, "r2"); got != 3 {
+		t.Fatalf("a run of the child taken once its parent was read to its end reads under %d, want 3 (kept, no re-opening comes)", got)
+	}
+}
+
 // TestChecker_CarriesEnd: a poisoned end (Faults.PoisonEnd) breaks the
 // calls that carry a closed shard's last record, and no others: not the
 // last record of a shard still open, nor an earlier record of a closed one.
