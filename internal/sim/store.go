@@ -135,7 +135,7 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 			// The caller gave up; the write goes on, under a context that
 			// does not end, and lands at its time (or when its host
 			// wakes). Its answer reaches nobody.
-			lctx := lateCtx{Context: w.ctx, of: ctx}
+			lctx := lateCtx{world: w.ctx, of: ctx}
 			w.bg.Go(func() {
 				if w.sleep(lctx, time.Until(lands)) != nil {
 					return // the world ended first
@@ -171,14 +171,22 @@ func (s *store) call(ctx context.Context, op, stream, shardID string, write bool
 // values (its host, its invocation). What the write returns reaches
 // nobody (see keep).
 type lateCtx struct {
-	context.Context // the world's
-	of              context.Context
+	world, of context.Context
 }
 
 // lateKey marks a lateCtx among the values.
 type lateKey struct{}
 
-// Value implements context.Context.
+// Deadline implements context.Context: the world's (none).
+func (c lateCtx) Deadline() (time.Time, bool) { return c.world.Deadline() }
+
+// Done implements context.Context: the world's.
+func (c lateCtx) Done() <-chan struct{} { return c.world.Done() }
+
+// Err implements context.Context: the world's.
+func (c lateCtx) Err() error { return c.world.Err() }
+
+// Value implements context.Context: the caller's values.
 func (c lateCtx) Value(k any) any {
 	if k == (lateKey{}) {
 		return true
