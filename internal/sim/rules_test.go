@@ -218,33 +218,23 @@ func TestChecker_AMissedRowListedByANewerGenerationBeforeItsReopeningLanded(t *t
 // the parent's start (reopenedParent); until that start lands, a run of the
 // child reads on under what governed its row before generation 2.
 func TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened(t *testing.T) {
-	gen := func(order int64, start string, ids ...string) lease.Generation {
-		return lease.Generation{ID: fmt.Sprintf("g%d", order), Start: start, Tip: "timestamp:1000000", Order: order, Shards: ids}
-	}
-	set := func(c *checker, id string, order int64) {
-		c.setStart(id, lease.Start{Position: "horizon", Generation: fmt.Sprintf("g%d", order), Order: order, ClearCheckpoint: true}, true, lease.Lease{})
-	}
-	orderOf := func(c *checker, run string) int64 {
-		c.took(run, "loop/"+run, lease.Lease{ShardID: "C"})
-		return c.runs[runShard{run, shardKey{c.cur, "C"}}].order
-	}
 	rows := map[string]rowAt{"G": {existed: true}, "P": {existed: true}, "C": {existed: true}}
 	c := newChecker(newTracer(time.Now()))
-	c.generation(gen(1, "horizon", "G", "P", "C"), rows)
+	c.generation(keptGen(1, "horizon", "G", "P", "C"), rows)
 	c.shardShape(c.cur, "P", []string{"G"}, true)
 	c.shardShape(c.cur, "C", []string{"P"}, false)
 	for _, id := range []string{"G", "P", "C"} {
-		set(c, id, 1)
+		setHorizon(c, id, 1)
 	}
-	c.generation(gen(2, "horizon", "G", "P", "C"), rows)
-	set(c, "G", 2) // the grandparent re-opened; generation 2 goes no further
-	c.generation(gen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "G", "P", "C"), rows)
-	if got := orderOf(c, "r1"); got != 1 {
+	c.generation(keptGen(2, "horizon", "G", "P", "C"), rows)
+	setHorizon(c, "G", 2) // the grandparent re-opened; generation 2 goes no further
+	c.generation(keptGen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "G", "P", "C"), rows)
+	if got := runOrderOnC(c, "r1"); got != 1 {
 		t.Fatalf("a run of the child before its re-opening reads under %d, want 1", got)
 	}
-	set(c, "P", 3)
-	set(c, "C", 3) // reopenedParent, generation 3
-	if got := orderOf(c, "r2"); got != 3 {
+	setHorizon(c, "P", 3)
+	setHorizon(c, "C", 3) // reopenedParent, generation 3
+	if got := runOrderOnC(c, "r2"); got != 3 {
 		t.Fatalf("once re-opened, a run of the child reads under %d, want 3", got)
 	}
 }
@@ -257,35 +247,41 @@ func TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened(t *testing.T
 // (reopenedParent): once the parent is read to its end, a run of the
 // child, kept, reads under generation 3.
 func TestChecker_AKeptRowWhoseReopenedParentWasReadToItsEnd(t *testing.T) {
-	gen := func(order int64, start string, ids ...string) lease.Generation {
-		return lease.Generation{ID: fmt.Sprintf("g%d", order), Start: start, Tip: "timestamp:1000000", Order: order, Shards: ids}
-	}
-	set := func(c *checker, id string, order int64) {
-		c.setStart(id, lease.Start{Position: "horizon", Generation: fmt.Sprintf("g%d", order), Order: order, ClearCheckpoint: true}, true, lease.Lease{})
-	}
-	orderOf := func(c *checker, run string) int64 {
-		c.took(run, "loop/"+run, lease.Lease{ShardID: "C"})
-		return c.runs[runShard{run, shardKey{c.cur, "C"}}].order
-	}
 	rows := map[string]rowAt{"P": {existed: true}, "C": {existed: true}}
 	c := newChecker(newTracer(time.Now()))
-	c.generation(gen(1, "horizon", "P", "C"), rows)
+	c.generation(keptGen(1, "horizon", "P", "C"), rows)
 	c.shardShape(c.cur, "P", nil, true)
 	c.shardShape(c.cur, "C", []string{"P"}, false)
-	set(c, "P", 1)
-	set(c, "C", 1)
-	c.generation(gen(2, "horizon", "P", "C"), rows)
-	set(c, "P", 2) // the parent re-opened; generation 2 goes no further
-	c.generation(gen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "P", "C"), rows)
-	if got := orderOf(c, "r1"); got != 1 {
+	setHorizon(c, "P", 1)
+	setHorizon(c, "C", 1)
+	c.generation(keptGen(2, "horizon", "P", "C"), rows)
+	setHorizon(c, "P", 2) // the parent re-opened; generation 2 goes no further
+	c.generation(keptGen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "P", "C"), rows)
+	if got := runOrderOnC(c, "r1"); got != 1 {
 		t.Fatalf("a run of the child while its parent is read again reads under %d, want 1 (its re-opening may come)", got)
 	}
 	c.mu.Lock()
 	c.shardEnd(c.sh[shardKey{c.cur, "P"}], "loop/p")
 	c.mu.Unlock()
-	if got := orderOf(c, "r2"); got != 3 {
+	if got := runOrderOnC(c, "r2"); got != 3 {
 		t.Fatalf("a run of the child taken once its parent was read to its end reads under %d, want 3 (kept, no re-opening comes)", got)
 	}
+}
+
+// keptGen, setHorizon and runOrderOnC build the kept-row tests below:
+// generation order's record over ids, a horizon start of generation order
+// landing on id, and the generation a run of shard C taken now reads under.
+func keptGen(order int64, start string, ids ...string) lease.Generation {
+	return lease.Generation{ID: fmt.Sprintf("g%d", order), Start: start, Tip: "timestamp:1000000", Order: order, Shards: ids}
+}
+
+func setHorizon(c *checker, id string, order int64) {
+	c.setStart(id, lease.Start{Position: "horizon", Generation: fmt.Sprintf("g%d", order), Order: order, ClearCheckpoint: true}, true, lease.Lease{})
+}
+
+func runOrderOnC(c *checker, run string) int64 {
+	c.took(run, "loop/"+run, lease.Lease{ShardID: "C"})
+	return c.runs[runShard{run, shardKey{c.cur, "C"}}].order
 }
 
 // TestChecker_CarriesEnd: a poisoned end (Faults.PoisonEnd) breaks the

@@ -1148,13 +1148,16 @@ func TestPass_ChildrenOfAParentAHalfAppliedGenerationReopenedAreReopenedByTheNex
 	}
 }
 
-func childrenOfAReopenedParent(t *testing.T, ckpt string) {
+// splitWithChildrenAt is a one-shard stream read to its end and split,
+// its two children taken by a coordinator of a latest start and their rows
+// at checkpoint ckpt, their loops holding them.
+func splitWithChildrenAt(t *testing.T, ckpt string) (*kinesis.Client, string, *lease.MemoryStore) {
+	t.Helper()
 	kc := testaws.Kinesis(t)
 	stream := newStream(t, kc, 1)
 	store := memStore(t)
-	const parent, child1, child2 = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002"
 	first := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
-	splitShard(t, kc, stream, parent)
+	splitShard(t, kc, stream, "shardId-000000000000")
 	settle(t, store, first.Started, lease.ShardEnd)
 	for _, l := range first.Started {
 		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
@@ -1163,6 +1166,12 @@ func childrenOfAReopenedParent(t *testing.T, ckpt string) {
 	}
 	children := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
 	settle(t, store, children.Started, ckpt)
+	return kc, stream, store
+}
+
+func childrenOfAReopenedParent(t *testing.T, ckpt string) {
+	const parent, child1, child2 = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002"
+	kc, stream, store := splitWithChildrenAt(t, ckpt)
 
 	half := newCoordinator(t, sub(stream, "horizon"), &failingSetStart{Store: store, left: 1}, kc, &recorder{})
 	if _, err := half.Pass(t.Context()); err == nil {
@@ -1207,20 +1216,8 @@ func childrenOfAReopenedParent(t *testing.T, ckpt string) {
 // after them. A pass re-opens such a child at its parent's start, as the
 // application would have, and the parent waits for its revoked holder.
 func TestPass_AParentReopenedAfterTheNextGenerationWasAppliedReopensItsChildren(t *testing.T) {
-	kc := testaws.Kinesis(t)
-	stream := newStream(t, kc, 1)
-	store := memStore(t)
 	const parent, child1, child2 = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002"
-	first := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
-	splitShard(t, kc, stream, parent)
-	settle(t, store, first.Started, lease.ShardEnd)
-	for _, l := range first.Started {
-		if err := store.Release(t.Context(), stream, l.ShardID, l.Owner, lease.Handover{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	children := pass(t, newCoordinator(t, sub(stream, "latest"), store, kc, &recorder{}))
-	settle(t, store, children.Started, "1")
+	kc, stream, store := splitWithChildrenAt(t, "1")
 
 	// A horizon generation is recorded; its pass's writes are on their way.
 	slow := newCoordinator(t, sub(stream, "horizon"), &failingSetStart{Store: store}, kc, &recorder{})
