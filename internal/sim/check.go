@@ -1190,6 +1190,13 @@ func (c *checker) owedUnsettledLocked(limit int, inc func(int) bool) []*rec {
 	return out
 }
 
+// owedCount is how many records owed of incarnation inc are not settled.
+func (c *checker) owedCount(inc int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.owedUnsettledLocked(-1, func(i int) bool { return i == inc }))
+}
+
 // drained reports whether every record owed of incarnation inc is settled.
 func (c *checker) drained(inc int) bool {
 	c.mu.Lock()

@@ -107,3 +107,20 @@ func TestFilterPool_CompilesAndSplitsTheRecords(t *testing.T) {
 		}
 	}
 }
+
+// A re-creation waits on past its drain wait only while what is owed still
+// settles: a record that never will fails the world one window after the
+// wait, not at the end of the longest it may wait.
+func TestRecreate_ARecordThatNeverSettlesFailsOneWindowAfterTheWait(t *testing.T) {
+	cfg := plainWorld()
+	cfg.Sabotage = DropRecord // two minutes in
+	cfg.Events = append(cfg.Events, Event{At: 3 * time.Minute, Kind: Recreate, Shards: 2})
+	res := runWorld(t, cfg)
+	want := "still not settled after " + (cfg.drainWait() + slowWindow).String() + ", before the stream is deleted"
+	for _, v := range res.Violations {
+		if strings.Contains(v.What, want) {
+			return
+		}
+	}
+	t.Errorf("no violation says %q; got %v\n%s", want, res.Violations, strings.Join(res.Trace(60), "\n"))
+}
