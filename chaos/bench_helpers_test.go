@@ -277,8 +277,8 @@ func (s *eventStore) SetStart(ctx context.Context, stream, shardID string, st le
 	return s.Store.SetStart(ctx, stream, shardID, st)
 }
 
-func (s *eventStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
-	return s.Store.Delete(ctx, stream, shardID, counter)
+func (s *eventStore) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
+	return s.Store.Delete(ctx, stream, shardID, counter, incarnation)
 }
 
 func (s *eventStore) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {

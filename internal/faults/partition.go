@@ -107,11 +107,11 @@ func (p *Partition) SetStart(ctx context.Context, stream, shardID string, start 
 }
 
 // Delete implements lease.Store.
-func (p *Partition) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+func (p *Partition) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
 	if err := p.cut("Delete"); err != nil {
 		return err
 	}
-	return p.Store.Delete(ctx, stream, shardID, counter)
+	return p.Store.Delete(ctx, stream, shardID, counter, incarnation)
 }
 
 // Reset implements lease.Store.

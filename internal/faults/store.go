@@ -167,8 +167,8 @@ func (s *Store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 }
 
 // Delete implements lease.CoordinatorStore; it is not faulted.
-func (s *Store) Delete(ctx context.Context, stream, shardID string, counter int64) error {
-	return s.Store.Delete(ctx, stream, shardID, counter)
+func (s *Store) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
+	return s.Store.Delete(ctx, stream, shardID, counter, incarnation)
 }
 
 // GetGeneration implements lease.CoordinatorStore.

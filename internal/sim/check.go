@@ -790,7 +790,10 @@ func timestampOf(pos string) (time.Time, bool) {
 // setStart notes a start recorded on a row (changed: it was written),
 // with the row as it is now.
 func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lease.Lease) {
-	if !changed {
+	if !changed || st.Keep {
+		// A keep raises the row's order and changes nothing it owes: the
+		// generation's record said it keeps the row (generation), or its
+		// rule follows an older start that landed first (ifAbsent below).
 		return
 	}
 	c.mu.Lock()

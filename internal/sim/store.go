@@ -392,7 +392,10 @@ func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 		var ok bool
 		ok, err = s.t.inner.SetStart(ctx, stream, shardID, st)
 		keep(ctx, &changed, ok)
-		if err == nil && ok {
+		if err == nil && ok && st.Keep {
+			w := s.t.w
+			w.tr.add(w.shardName(shardID), "", "%s: row kept by generation %d (from %d)", s.dep, st.Order, st.From)
+		} else if err == nil && ok {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, if unread %v, fresh %v)",
 				s.dep, st.Position, st.Order, st.ClearCheckpoint, st.Finished, st.IfAbsent, st.IfUnread, st.Fresh)
@@ -405,10 +408,10 @@ func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 }
 
 // Delete implements lease.Store.
-func (s *store) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+func (s *store) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
 	return s.call(ctx, "delete", stream, shardID, true, func(ctx context.Context) error {
 		row, getErr := s.t.inner.Get(ctx, stream, shardID)
-		err := s.t.inner.Delete(ctx, stream, shardID, counter)
+		err := s.t.inner.Delete(ctx, stream, shardID, counter, incarnation)
 		if err == nil && getErr == nil {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), "", "%s: row deleted", s.dep)

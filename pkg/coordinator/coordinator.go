@@ -707,6 +707,7 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 	var failed error
 	unwritten := map[string]bool{}    // shards whose start is not written this pass
 	wrote := map[string]lease.Start{} // the starts written this pass
+	changedSince := false             // a row kept changed since it was read
 	for _, id := range rec.Shards {
 		s, ok := listed[id]
 		if !ok {
@@ -733,14 +734,25 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 				log.InfoContext(ctx, "re-opening a shard whose parent a superseded generation re-opened", "shard_id", id, "start", st.Position)
 			}
 		}
-		if st.IfAbsent && hasRow && sameIncarnation(row.Incarnation, st.Incarnation) {
-			// The row keeps what it holds: the store would refuse the
-			// write. Sent, it would cost a write a pass, and a pass
-			// applies the generation only when every write it sent
-			// succeeded.
-			continue
+		keep := st.IfAbsent && hasRow && sameIncarnation(row.Incarnation, st.Incarnation)
+		if keep {
+			// The row keeps what it holds, and now carries rec's order:
+			// a start of a generation rec superseded, which a pass still
+			// applying that one may send after rec was applied, is refused
+			// from now on. Only from the order the pass read: a start
+			// that landed since is not kept unseen (see below).
+			st = lease.Start{Position: st.Position, Generation: rec.ID, Order: rec.Order, Incarnation: st.Incarnation, Keep: true}
 		}
-		if !st.IfAbsent {
+		// Every write over a row the pass read (of this incarnation) lands
+		// only over the row as read: a start that keeps the checkpoint
+		// means one thing over a shard read to its end and another over the
+		// same row re-opened meanwhile by a superseded generation's late
+		// start, and the children it re-opens with it (reopenedParent)
+		// were decided on the row as read.
+		if hasRow && !st.IfAbsent && !st.Fresh && sameIncarnation(row.Incarnation, st.Incarnation) {
+			st.IfFrom, st.From = true, row.GenerationOrder
+		}
+		if !st.IfAbsent && !keep {
 			wrote[id] = st
 		}
 		changed, err := c.store.SetStart(ctx, stream, id, st)
@@ -751,13 +763,26 @@ func (c *Coordinator) generation(ctx context.Context, stream string, sub Subscri
 			}
 			continue
 		}
-		if changed {
+		if st.IfFrom && !changed {
+			// The row changed since the pass read it: a superseded
+			// generation's start may have re-opened it, and its children
+			// are then to be re-opened after it (or another coordinator
+			// wrote rec's start first). The next pass decides on the row
+			// as it is; rec is not applied before.
+			unwritten[id], changedSince = true, true
+			continue
+		}
+		if changed && !keep {
 			n++
 		}
 	}
 	res.StartRecorded = n > 0
 	if failed != nil {
 		return n > 0, false, failed
+	}
+	if changedSince {
+		log.InfoContext(ctx, "a row the generation keeps changed since this pass read it; applying the rest next pass", "generation", rec.ID)
+		return n > 0, false, nil
 	}
 	rec.Applied = true
 	if err := c.store.PutGeneration(ctx, stream, rec, rec.Order); err != nil {
@@ -1001,7 +1026,7 @@ func (c *Coordinator) cleanup(ctx context.Context, stream string, listing []shar
 		if !v.Available() {
 			return nil
 		}
-		if err := c.store.Delete(ctx, stream, r.ShardID, v.Counter); err != nil {
+		if err := c.store.Delete(ctx, stream, r.ShardID, v.Counter, r.Incarnation); err != nil {
 			if errors.Is(err, lease.ErrHeld) {
 				return nil // renewed or taken since: look again next pass
 			}

@@ -676,8 +676,8 @@ func (s *interleave) List(ctx context.Context, stream string) ([]lease.Lease, er
 	return s.Store.List(ctx, stream)
 }
 
-func (s *interleave) Delete(ctx context.Context, stream, shardID string, counter int64) error {
-	return s.Store.Delete(ctx, stream, shardID, counter)
+func (s *interleave) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
+	return s.Store.Delete(ctx, stream, shardID, counter, incarnation)
 }
 
 func (s *interleave) PutGeneration(ctx context.Context, stream string, g lease.Generation, prevOrder int64) error {
@@ -756,8 +756,8 @@ func (f *failingTake) SetStart(ctx context.Context, stream, shardID string, st l
 	return f.Store.SetStart(ctx, stream, shardID, st)
 }
 
-func (f *failingTake) Delete(ctx context.Context, stream, shardID string, counter int64) error {
-	return f.Store.Delete(ctx, stream, shardID, counter)
+func (f *failingTake) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
+	return f.Store.Delete(ctx, stream, shardID, counter, incarnation)
 }
 
 func (f *failingTake) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
@@ -1207,52 +1207,111 @@ func childrenOfAReopenedParent(t *testing.T, ckpt string) {
 	}
 }
 
-// TestPass_AParentReopenedAfterTheNextGenerationWasAppliedReopensItsChildren
-// is world 6739 of seeds 1–10,000 (2026-12-07, with late writes): a
-// horizon generation's start on a parent read to its end landed after a
-// sequence generation that superseded it had been applied. That one had
-// kept the children, reading on from their checkpoints, and no pass looked
-// again: the parent's records were read again while the children went on
-// after them. A pass re-opens such a child at its parent's start, as the
-// application would have, and the parent waits for its revoked holder.
-func TestPass_AParentReopenedAfterTheNextGenerationWasAppliedReopensItsChildren(t *testing.T) {
-	const parent, child1, child2 = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002"
-	kc, stream, store := splitWithChildrenAt(t, "1")
+// A horizon generation is recorded over a parent read to its end and its
+// children reading, and its pass's writes are on their way; a sequence
+// generation supersedes it (sequenceOverAHorizonOnItsWay). World 6739 of
+// seeds 1–10,000 (2026-12-07, with late writes): the horizon start on the
+// parent landed after the sequence generation had been applied, which had
+// kept the children reading on from their checkpoints; the parent's
+// records were read again while the children went on after them.
+func sequenceOverAHorizonOnItsWay(t *testing.T, store lease.CoordinatorStore, mem *lease.MemoryStore, kc *kinesis.Client, stream string) (lease.Generation, *coordinator.Coordinator, *recorder) {
+	return sequenceOfOverAHorizonOnItsWay(t, "shardId-000000000002", store, mem, kc, stream)
+}
 
-	// A horizon generation is recorded; its pass's writes are on their way.
-	slow := newCoordinator(t, sub(stream, "horizon"), &failingSetStart{Store: store}, kc, &recorder{})
+// sequenceOfOverAHorizonOnItsWay is sequenceOverAHorizonOnItsWay with the
+// sequence start naming shard named.
+func sequenceOfOverAHorizonOnItsWay(t *testing.T, named string, store lease.CoordinatorStore, mem *lease.MemoryStore, kc *kinesis.Client, stream string) (lease.Generation, *coordinator.Coordinator, *recorder) {
+	t.Helper()
+	slow := newCoordinator(t, sub(stream, "horizon"), &failingSetStart{Store: mem}, kc, &recorder{})
 	if _, err := slow.Pass(t.Context()); err == nil {
 		t.Fatal("the horizon pass whose writes all failed succeeded")
 	}
-	horizon, err := store.GetGeneration(t.Context(), stream)
+	horizon, err := mem.GetGeneration(t.Context(), stream)
 	if err != nil || horizon.Start != "horizon" || horizon.Applied {
 		t.Fatalf("generation record = %+v, %v; want the horizon generation, not applied", horizon, err)
 	}
-
-	// A sequence generation supersedes it and is applied: the parent, read
-	// to its end, and the children reading are kept.
-	cfg := sub(stream, "sequence:"+child2+":1")
+	cfg := sub(stream, "sequence:"+named+":1")
 	cfg.LeaseDuration = 300 * time.Millisecond
 	rec := &recorder{}
-	c := newCoordinator(t, cfg, store, kc, rec)
-	if res := pass(t, c); res.Step != "begin" || res.GenerationPending {
+	return horizon, newCoordinator(t, cfg, store, kc, rec), rec
+}
+
+func lateHorizon(horizon lease.Generation) lease.Start {
+	return lease.Start{Position: "horizon", Generation: horizon.ID, Order: horizon.Order, Incarnation: horizon.Incarnation, ClearCheckpoint: true}
+}
+
+// Applying the sequence generation raises the order of every row it keeps
+// (Start.Keep): the horizon start that lands later is refused, and the
+// children read on.
+func TestPass_AStartOfASupersededGenerationLandingAfterTheKeepingOneWasAppliedIsRefused(t *testing.T) {
+	const parent, child1 = "shardId-000000000000", "shardId-000000000001"
+	kc, stream, store := splitWithChildrenAt(t, "1")
+	horizon, c, _ := sequenceOverAHorizonOnItsWay(t, store, store, kc, stream)
+	res := pass(t, c)
+	if res.Step != "begin" || res.GenerationPending {
 		t.Fatalf("sequence start's pass = %+v, want its generation begun and applied", res)
 	}
-	if r := rowsOf(t, store, stream)[child1]; r.Checkpoint != "1" || r.Revoked {
-		t.Fatalf("child 1 after the sequence generation = %+v, want it kept, reading on", r)
+	rows := rowsOf(t, store, stream)
+	if r := rows[child1]; r.Checkpoint != "1" || r.Revoked || r.GenerationOrder != res.Generation.Order {
+		t.Fatalf("child 1 after the sequence generation = %+v, want it kept, reading on, at order %d", r, res.Generation.Order)
 	}
-
-	// The horizon pass's write on the parent lands now.
-	if changed, err := store.SetStart(t.Context(), stream, parent, lease.Start{Position: "horizon", Generation: horizon.ID,
-		Order: horizon.Order, Incarnation: horizon.Incarnation, ClearCheckpoint: true}); err != nil || !changed {
-		t.Fatalf("the late start on the parent: changed %v, %v; want it landed", changed, err)
+	if r := rows[parent]; !r.Finished() || r.GenerationOrder != res.Generation.Order {
+		t.Fatalf("parent after the sequence generation = %+v, want it kept, read to its end, at order %d", r, res.Generation.Order)
 	}
+	if changed, err := store.SetStart(t.Context(), stream, parent, lateHorizon(horizon)); err != nil || changed {
+		t.Fatalf("the late start on the parent: changed %v, %v; want it refused", changed, err)
+	}
+	if r := rowsOf(t, store, stream)[parent]; !r.Finished() {
+		t.Fatalf("parent after the late start = %+v, want it read to its end", r)
+	}
+}
 
+// landsBeforeKeep lands a start on a shard just before the first write
+// over the row a pass read (Start.IfFrom, a keep among them) on that shard:
+// a superseded generation's start that lands between a pass's read of the
+// row and its write.
+type landsBeforeKeep struct {
+	*lease.MemoryStore
+	shardID string
+	start   lease.Start
+	landed  bool
+}
+
+func (s *landsBeforeKeep) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
+	if st.IfFrom && shardID == s.shardID && !s.landed {
+		s.landed = true
+		if _, err := s.MemoryStore.SetStart(ctx, stream, shardID, s.start); err != nil {
+			return false, err
+		}
+	}
+	return s.MemoryStore.SetStart(ctx, stream, shardID, st)
+}
+
+// When the horizon start lands between the sequence pass's read of the
+// parent and its keep, the keep is refused: the generation is not applied
+// by that pass, and the next one, deciding on the parent as it is now,
+// keeps it re-opened and re-opens the children at its start; the parent
+// waits for their revoked holders.
+func TestPass_AKeepRefusedBecauseASupersededStartLandedIsDecidedAgain(t *testing.T) {
+	const parent, child1 = "shardId-000000000000", "shardId-000000000001"
+	kc, stream, mem := splitWithChildrenAt(t, "1")
+	store := &landsBeforeKeep{MemoryStore: mem, shardID: parent}
+	horizon, c, rec := sequenceOverAHorizonOnItsWay(t, store, mem, kc, stream)
+	store.start = lateHorizon(horizon)
+	if res := pass(t, c); !store.landed || !res.GenerationPending {
+		t.Fatalf("sequence start's pass = %+v (late start landed %v), want its generation not applied", res, store.landed)
+	}
+	if r := rowsOf(t, mem, stream)[child1]; r.Checkpoint != "1" || r.Revoked {
+		t.Fatalf("child 1 after the refused keep = %+v, want it as it was until the next pass decides", r)
+	}
 	res := pass(t, c)
+	if res.GenerationPending {
+		t.Fatalf("the next pass = %+v, want the generation applied", res)
+	}
 	if why := res.Waiting[parent]; len(res.Started) != 0 || why.Kind != shards.WaitingOnDescendant {
 		t.Fatalf("pass started %v, parent %v; want nothing started, the parent waiting on its child's revoked holder", shardsOf(res.Started), why)
 	}
-	if r := rowsOf(t, store, stream)[child1]; r.Start != "horizon" || r.Checkpoint != "" || !r.Revoked {
+	if r := rowsOf(t, mem, stream)[child1]; r.Start != "horizon" || r.Checkpoint != "" || !r.Revoked {
 		t.Fatalf("child 1 = %+v, want it re-opened at its parent's start, its holder revoked", r)
 	}
 	if _, _, err := c.Once(t.Context()); err != nil {
@@ -1260,6 +1319,38 @@ func TestPass_AParentReopenedAfterTheNextGenerationWasAppliedReopensItsChildren(
 	}
 	if got := shardsOf(loopsFrom(rec, 0)); !slices.Contains(got, parent) || slices.Contains(got, child1) {
 		t.Fatalf("started %v, want the parent once its child's revoked lease lapsed, and not child 1 beside it", got)
+	}
+}
+
+// World 1671 of seeds 1–2,000 (2026-12-07, with passes that outlive their
+// supersession): a sequence generation naming a parent read to its end
+// decided on the row as it was, so its start would keep SHARD_END and the
+// children read on; a superseded horizon generation's start re-opened the
+// parent before the write landed, and the parent was read again from the
+// named record while its children went on. The write lands only over the
+// row as read: refused, the next pass decides again, and re-opens the
+// children with their parent.
+func TestPass_AStartDecidedOnAParentReadToItsEndThatWasReopenedSinceIsDecidedAgain(t *testing.T) {
+	const parent, child1 = "shardId-000000000000", "shardId-000000000001"
+	kc, stream, mem := splitWithChildrenAt(t, "1")
+	store := &landsBeforeKeep{MemoryStore: mem, shardID: parent}
+	horizon, c, _ := sequenceOfOverAHorizonOnItsWay(t, parent, store, mem, kc, stream)
+	store.start = lateHorizon(horizon)
+	if res := pass(t, c); !store.landed || !res.GenerationPending {
+		t.Fatalf("sequence start's pass = %+v (late start landed %v), want its generation not applied", res, store.landed)
+	}
+	if r := rowsOf(t, mem, stream)[parent]; r.Start != "horizon" {
+		t.Fatalf("parent after the refused start = %+v, want the horizon start that landed first", r)
+	}
+	if res := pass(t, c); res.GenerationPending {
+		t.Fatalf("the next pass = %+v, want the generation applied", res)
+	}
+	rows := rowsOf(t, mem, stream)
+	if r := rows[parent]; r.Start != "sequence:"+parent+":1" || r.Finished() {
+		t.Fatalf("parent = %+v, want it read again from the named record", r)
+	}
+	if r := rows[child1]; r.Checkpoint != "" || !r.Revoked {
+		t.Fatalf("child 1 = %+v, want it re-opened with its parent, its holder revoked", r)
 	}
 }
 

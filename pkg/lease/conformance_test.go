@@ -670,6 +670,97 @@ var coordinatorCases = []conformanceCase{
 			t.Fatalf("row after an older SetStart = %+v, want g2 kept", got)
 		}
 	}},
+	{"SetStartKeepRaisesTheOrderOfTheRowAsRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A generation that keeps a row raises its order and nothing else:
+		// the start, checkpoint, counter and holder stay.
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g1", Order: 1, Incarnation: 77})
+		must(t, err)
+		_, err = s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		before, err := s.Checkpoint(ctx, stream, "s1", "A", "9")
+		must(t, err)
+		keep := lease.Start{Position: "sequence:s0:5", Generation: "g3", Order: 3, Incarnation: 77, Keep: true, IfFrom: true, From: 1}
+		ok, err := s.SetStart(ctx, stream, "s1", keep)
+		must(t, err)
+		got, _ := s.Get(ctx, stream, "s1")
+		if !ok || got.Generation != "g3" || got.GenerationOrder != 3 || got.Start != "horizon" || got.Checkpoint != "9" ||
+			got.Counter != before.Counter || got.Owner != "A" || got.Revoked || got.Incarnation != 77 {
+			t.Fatalf("after a keep = %+v (changed %v), want order 3 and the rest as it was (%+v)", got, ok, before)
+		}
+		if _, err := s.Renew(ctx, stream, "s1", "A", lease.Renewal{Checkpoint: "10"}); err != nil {
+			t.Fatalf("renew by the holder after a keep: %v", err)
+		}
+		// An older generation's start now loses to it: a pass still
+		// applying generation 2 after 3 kept the row.
+		if ok, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g2", Order: 2, ClearCheckpoint: true}); ok || err != nil {
+			t.Fatalf("SetStart of order 2 over a row kept at 3: changed %v, err %v", ok, err)
+		}
+		// A keep from an order the row no longer has is refused: the row
+		// changed since it was read (generation 2's start landed first).
+		_, err = s.SetStart(ctx, stream, "s2", lease.Start{Position: "horizon", Generation: "g2", Order: 2, ClearCheckpoint: true})
+		must(t, err)
+		if ok, err := s.SetStart(ctx, stream, "s2", lease.Start{Position: "x", Generation: "g3", Order: 3, Keep: true, IfFrom: true, From: 1}); ok || err != nil {
+			t.Fatalf("a keep from order 1 over a row at 2: changed %v, err %v", ok, err)
+		}
+		if got, _ := s.Get(ctx, stream, "s2"); got.GenerationOrder != 2 || got.Start != "horizon" {
+			t.Fatalf("row after a refused keep = %+v, want generation 2's start", got)
+		}
+		// No row: nothing to keep. A row of another incarnation: not kept.
+		if ok, err := s.SetStart(ctx, stream, "none", lease.Start{Position: "x", Generation: "g3", Order: 3, Keep: true, IfFrom: true}); ok || err != nil {
+			t.Fatalf("a keep on no row: changed %v, err %v", ok, err)
+		}
+		if _, err := s.Get(ctx, stream, "none"); !errors.Is(err, lease.ErrNotFound) {
+			t.Fatalf("a keep on no row made one: %v", err)
+		}
+		if ok, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "x", Generation: "g4", Order: 4, Incarnation: 78, Keep: true, IfFrom: true, From: 3}); ok || err != nil {
+			t.Fatalf("a keep for another incarnation: changed %v, err %v", ok, err)
+		}
+		// A keep is a keep alone, from below its own order.
+		for _, bad := range []lease.Start{
+			{Position: "x", Generation: "g3", Order: 3, Keep: true, IfFrom: true, From: 3},
+			{Position: "x", Generation: "g3", Order: 3, Keep: true},
+			{Position: "x", Generation: "g3", Order: 3, Keep: true, IfFrom: true, ClearCheckpoint: true},
+			{Position: "x", Generation: "g3", Order: 3, IfFrom: true, IfAbsent: true},
+		} {
+			var inv *lease.InvalidError
+			if _, err := s.SetStart(ctx, stream, "s1", bad); !errors.As(err, &inv) {
+				t.Fatalf("SetStart(%+v): err = %v, want an InvalidError", bad, err)
+			}
+		}
+	}},
+	{"SetStartIfFromOnlyOverTheRowAsRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A start sent over the row a pass read lands only while the row's
+		// order is what the pass read: read to its end at order 1, the row
+		// re-opened at order 2 since, a start of 3 that keeps the
+		// checkpoint is refused.
+		_, err := s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g1", Order: 1})
+		must(t, err)
+		_, err = s.Take(ctx, stream, "s1", "A")
+		must(t, err)
+		_, err = s.Checkpoint(ctx, stream, "s1", "A", lease.ShardEnd)
+		must(t, err)
+		seq := lease.Start{Position: "sequence:s1:5", Generation: "g3", Order: 3, IfFrom: true, From: 1}
+		_, err = s.SetStart(ctx, stream, "s1", lease.Start{Position: "horizon", Generation: "g2", Order: 2, ClearCheckpoint: true})
+		must(t, err)
+		if ok, err := s.SetStart(ctx, stream, "s1", seq); ok || err != nil {
+			t.Fatalf("a start from order 1 over a row at 2: changed %v, err %v", ok, err)
+		}
+		if got, _ := s.Get(ctx, stream, "s1"); got.GenerationOrder != 2 || got.Start != "horizon" {
+			t.Fatalf("row after a refused start = %+v, want generation 2's", got)
+		}
+		// From the order the row has, it lands as any start does.
+		seq.From = 2
+		if ok, err := s.SetStart(ctx, stream, "s1", seq); !ok || err != nil {
+			t.Fatalf("a start from order 2 over a row at 2: changed %v, err %v", ok, err)
+		}
+		if got, _ := s.Get(ctx, stream, "s1"); got.GenerationOrder != 3 || got.Start != "sequence:s1:5" || !got.Revoked {
+			t.Fatalf("row after the start = %+v, want generation 3's start, the holder revoked", got)
+		}
+		// No row: the pass read one, so nothing lands.
+		if ok, err := s.SetStart(ctx, stream, "none", lease.Start{Position: "horizon", Generation: "g3", Order: 3, IfFrom: true}); ok || err != nil {
+			t.Fatalf("a start from order 0 on no row: changed %v, err %v", ok, err)
+		}
+	}},
 	{"SetStartIfUnreadOnlyOverARowWithoutACheckpoint", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		// A restart decided on a row nothing was read from: it lands on
 		// no row, and on a row with no checkpoint, held or not (the holder
@@ -877,7 +968,7 @@ var coordinatorCases = []conformanceCase{
 		if !changed {
 			t.Fatal("SetStart over a row of an earlier incarnation changed nothing")
 		}
-		if err := s.Delete(ctx, stream, "s1", seen.Counter); !errors.Is(err, lease.ErrHeld) {
+		if err := s.Delete(ctx, stream, "s1", seen.Counter, seen.Incarnation); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("delete with the counter seen before the start: err = %v, want ErrHeld", err)
 		}
 		if got, err := s.Get(ctx, stream, "s1"); err != nil || got.Start != "horizon" || got.Counter <= seen.Counter {
@@ -1005,14 +1096,31 @@ var coordinatorCases = []conformanceCase{
 		l, err := s.Take(ctx, stream, "s1", "A")
 		must(t, err)
 		noErr(t)(s.Renew(ctx, stream, "s1", "A", lease.Renewal{}))
-		if err := s.Delete(ctx, stream, "s1", l.Counter); !errors.Is(err, lease.ErrHeld) {
+		if err := s.Delete(ctx, stream, "s1", l.Counter, 0); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("delete with a counter the holder moved past: err = %v, want ErrHeld", err)
 		}
-		must(t, s.Delete(ctx, stream, "s1", l.Counter+1))
+		must(t, s.Delete(ctx, stream, "s1", l.Counter+1, 0))
 		if _, err := s.Get(ctx, stream, "s1"); !errors.Is(err, lease.ErrNotFound) {
 			t.Fatalf("get after delete: err = %v, want ErrNotFound", err)
 		}
-		must(t, s.Delete(ctx, stream, "never-existed", 0))
+		must(t, s.Delete(ctx, stream, "never-existed", 0, 0))
+		// A row deleted and written again starts its counter again: a
+		// delete decided on the old row (a stale incarnation's, landing
+		// late) must not remove the new stream's row of the shard id.
+		old, err := s.Take(ctx, stream, "s2", "A", lease.WithIncarnation(100))
+		must(t, err)
+		must(t, s.Delete(ctx, stream, "s2", old.Counter, 100))
+		now, err := s.Take(ctx, stream, "s2", "B", lease.WithIncarnation(200))
+		must(t, err)
+		if now.Counter != old.Counter {
+			t.Fatalf("setup: the row written again has counter %d, want %d as the deleted one had", now.Counter, old.Counter)
+		}
+		if err := s.Delete(ctx, stream, "s2", old.Counter, 100); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("a late delete of the earlier incarnation's row: err = %v, want ErrHeld", err)
+		}
+		if got, err := s.Get(ctx, stream, "s2"); err != nil || got.Owner != "B" {
+			t.Fatalf("row after the late delete = %+v, %v; want B's row kept", got, err)
+		}
 	}},
 }
 

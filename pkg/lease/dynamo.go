@@ -624,6 +624,9 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 // (st is for a stream deleted since).
 func startCond(st Start) cond {
 	c := or(notExists(attrGenOrder), less(attrGenOrder, st.Order))
+	if st.IfFrom {
+		c = and(exists(attrKey), fromCond(st.From))
+	}
 	if st.IfAbsent {
 		c = notExists(attrKey)
 	}
@@ -640,6 +643,9 @@ func startCond(st Start) cond {
 func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st Start) (bool, error) {
 	if err := checkStart(stream, shardID, st); err != nil {
 		return false, err
+	}
+	if st.Keep {
+		return s.keepStart(ctx, stream, shardID, st)
 	}
 	c := startCond(st)
 	upd := expression.Set(expression.Name(attrStream), expression.Value(stream)).
@@ -676,12 +682,40 @@ func (s *DynamoStore) SetStart(ctx context.Context, stream, shardID string, st S
 	return true, nil
 }
 
+// fromCond: the row's order is from (Start.IfFrom), 0 standing for none.
+func fromCond(from int64) cond {
+	if from == 0 {
+		return or(notExists(attrGenOrder), eq(attrGenOrder, from))
+	}
+	return eq(attrGenOrder, from)
+}
+
+// keepStart raises a row's generation and order, nothing else, while its
+// order is st.From (Start.Keep).
+func (s *DynamoStore) keepStart(ctx context.Context, stream, shardID string, st Start) (bool, error) {
+	c := and(exists(attrKey), fromCond(st.From))
+	if st.Incarnation != 0 {
+		c = and(c, or(notExists(attrIncarnation), eq(attrIncarnation, st.Incarnation)))
+	}
+	upd := expression.Set(expression.Name(attrGeneration), expression.Value(st.Generation)).
+		Set(expression.Name(attrGenOrder), expression.Value(st.Order))
+	_, err := s.update(ctx, "keep start", stream, shardID, "", c, upd, ErrHeld, types.ReturnValueNone)
+	if errors.Is(err, ErrHeld) {
+		return false, nil // the row changed since it was read, or carries a newer order
+	}
+	return err == nil, err
+}
+
 // Delete implements CoordinatorStore.
-func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+func (s *DynamoStore) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
 	if err := checkKey(stream, shardID); err != nil {
 		return err
 	}
-	expr, err := or(notExists(attrKey), counterIs(counter)).build()
+	inc := notExists(attrIncarnation)
+	if incarnation != 0 {
+		inc = eq(attrIncarnation, incarnation)
+	}
+	expr, err := or(notExists(attrKey), and(counterIs(counter), inc)).build()
 	if err != nil {
 		return fmt.Errorf("delete %s: build expression: %w", Key(stream, shardID), err)
 	}

@@ -204,11 +204,14 @@ type CoordinatorStore interface {
 	// changed (the start is for a stream deleted since). A start it records drops the
 	// row's window (GetWindow then fails with ErrNotFound).
 	SetStart(ctx context.Context, stream, shardID string, start Start) (bool, error)
-	// Delete removes a row when its counter is still counter: the caller saw
-	// it released, or unchanged for a lease duration (a lapsed holder). It
-	// fails with ErrHeld when the counter moved. Deleting a missing row is
-	// not an error. The row's window goes with it.
-	Delete(ctx context.Context, stream, shardID string, counter int64) error
+	// Delete removes a row when its counter is still counter and its
+	// incarnation still incarnation (0: none recorded): the caller saw it
+	// released, or unchanged for a lease duration (a lapsed holder). It
+	// fails with ErrHeld when either moved: a row deleted and written again
+	// since starts its counter again, and a stale row's delete that lands
+	// late must not remove the new stream's row of the same shard id.
+	// Deleting a missing row is not an error. The row's window goes with it.
+	Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error
 	// GetGeneration reads the stream's generation record, strongly
 	// consistent, or fails with ErrNotFound.
 	GetGeneration(ctx context.Context, stream string) (Generation, error)
@@ -350,6 +353,21 @@ type Start struct {
 	// removed (the writer saw it was of an earlier incarnation of the
 	// stream; a shard id of a stream created again is another shard).
 	Fresh bool
+	// IfFrom records the start only over a row of the same incarnation (or
+	// of none recorded) whose order is still From, as the writer read it (0:
+	// none recorded): a start another coordinator wrote since (one of a
+	// generation this one superseded, landing late) is not overwritten
+	// unseen, and the writer decides again on the row as it is. A start
+	// that keeps the checkpoint means one thing over a shard read to its
+	// end and another over the same row re-opened meanwhile.
+	IfFrom bool
+	From   int64
+	// Keep records that a generation keeps the row as it is: only its
+	// generation and order change (Position is not written; the start,
+	// checkpoint, counter and holder stay). It goes with IfFrom. Once every
+	// row a generation lists carries its order, a start of a generation it
+	// superseded, sent by a pass still applying that one, is refused.
+	Keep bool
 }
 
 // Generation is a stream's subscription generation record: one row per
@@ -687,6 +705,12 @@ func checkStart(stream, shardID string, st Start) error {
 		return &InvalidError{Field: "generation order", Value: fmt.Sprint(st.Order), Want: "at least 1"}
 	case st.Finished && st.ClearCheckpoint:
 		return &InvalidError{Field: "start", Value: st.Position, Want: "Finished or ClearCheckpoint, not both"}
+	case st.Keep && (!st.IfFrom || st.Finished || st.ClearCheckpoint || st.IfAbsent || st.IfUnread || st.Fresh):
+		return &InvalidError{Field: "start", Value: st.Position, Want: "Keep with IfFrom alone, without Finished, ClearCheckpoint, IfAbsent, IfUnread or Fresh"}
+	case st.IfFrom && (st.IfAbsent || st.Fresh):
+		return &InvalidError{Field: "start", Value: st.Position, Want: "IfFrom over a row of the stream as it is: not with IfAbsent or Fresh"}
+	case st.IfFrom && (st.From < 0 || st.From >= st.Order):
+		return &InvalidError{Field: "from", Value: fmt.Sprint(st.From), Want: fmt.Sprintf("at least 0 and below the order %d", st.Order)}
 	}
 	return nil
 }

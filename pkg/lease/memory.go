@@ -316,6 +316,14 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 		return false, nil // a start for a stream deleted since: the row is the new stream's
 	}
 	stale := known && l.Incarnation < st.Incarnation
+	if st.IfFrom && (!ok || stale || l.GenerationOrder != st.From) {
+		return false, nil
+	}
+	if st.Keep {
+		l.Generation, l.GenerationOrder = st.Generation, st.Order
+		m.rows[key] = l
+		return true, nil
+	}
 	if ok && !stale && (st.IfAbsent || l.GenerationOrder >= st.Order || st.IfUnread && l.Checkpoint != "") {
 		return false, nil
 	}
@@ -345,7 +353,7 @@ func (m *MemoryStore) SetStart(ctx context.Context, stream, shardID string, st S
 }
 
 // Delete implements CoordinatorStore.
-func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counter int64) error {
+func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
 	if err := checkKey(stream, shardID); err != nil {
 		return err
 	}
@@ -356,7 +364,7 @@ func (m *MemoryStore) Delete(ctx context.Context, stream, shardID string, counte
 	defer m.mu.Unlock()
 	key := Key(stream, shardID)
 	l, ok := m.rows[key]
-	if ok && l.Counter != counter {
+	if ok && (l.Counter != counter || l.Incarnation != incarnation) {
 		cur := clone(l)
 		return &ConflictError{Op: "delete", Key: key, Current: &cur, Err: ErrHeld}
 	}

@@ -66,7 +66,7 @@ func TestInvalidInput_RefusedBeforeAnyRequest(t *testing.T) {
 			_, err := s.SetStart(ctx, "st", "s1", lease.Start{Position: "latest", Order: 1})
 			return err
 		}},
-		{"DeleteEmptyShard", "shard id", func(s lease.Store) error { return s.Delete(ctx, "st", "", 0) }},
+		{"DeleteEmptyShard", "shard id", func(s lease.Store) error { return s.Delete(ctx, "st", "", 0, 0) }},
 		{"StreamWithHash", "stream", func(s lease.Store) error { _, err := s.GetGeneration(ctx, "a#b"); return err }},
 		{"GenerationWithoutStart", "generation start", func(s lease.Store) error {
 			return s.PutGeneration(ctx, "st", lease.Generation{ID: "g", Order: 1}, 0)

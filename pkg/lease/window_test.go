@@ -309,7 +309,7 @@ func TestStartsResetsAndDeletesDropTheWindow(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return s.Delete(ctx, stream, "s1", row.Counter)
+			return s.Delete(ctx, stream, "s1", row.Counter, row.Incarnation)
 		}, false},
 	}
 	for _, st := range stores {

@@ -114,7 +114,9 @@ func TestRun_PinWhoseAnswerWasLostIsSentAgainUnchanged(t *testing.T) {
 			m.put(t, []string{"a"}, 1)
 		}
 		// No start on the row: the shard opens at its tip.
-		if err := m.store.Delete(t.Context(), m.stream, m.shard, 1); err != nil {
+		if row, err := m.store.Get(t.Context(), m.stream, m.shard); err != nil {
+			t.Fatal(err)
+		} else if err := m.store.Delete(t.Context(), m.stream, m.shard, row.Counter, row.Incarnation); err != nil {
 			t.Fatal(err)
 		}
 		var delivered atomic.Int64
@@ -198,7 +200,7 @@ func TestRun_ALoopOfAnEarlierStreamDoesNotRecreateItsDeletedRow(t *testing.T) {
 		// Nor when the stream cannot be described: a fresh row says
 		// nothing of the stream it is for, so the run does not read on.
 		row, _ := m.store.Get(t.Context(), m.stream, m.shard)
-		if err := m.store.Delete(t.Context(), m.stream, m.shard, row.Counter); err != nil {
+		if err := m.store.Delete(t.Context(), m.stream, m.shard, row.Counter, row.Incarnation); err != nil {
 			t.Fatal(err)
 		}
 		o.Kinesis = describeFails{m.k}

@@ -89,8 +89,8 @@ func (c *crashable) SetStart(ctx context.Context, stream, shardID string, st lea
 	return c.Store.SetStart(ctx, stream, shardID, st)
 }
 
-func (c *crashable) Delete(ctx context.Context, stream, shardID string, counter int64) error {
-	return c.Store.Delete(ctx, stream, shardID, counter)
+func (c *crashable) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
+	return c.Store.Delete(ctx, stream, shardID, counter, incarnation)
 }
 
 func (c *crashable) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {

@@ -323,8 +323,8 @@ func (f *failingRenewals) SetStart(ctx context.Context, stream, shardID string, 
 	return f.Store.SetStart(ctx, stream, shardID, st)
 }
 
-func (f *failingRenewals) Delete(ctx context.Context, stream, shardID string, counter int64) error {
-	return f.Store.Delete(ctx, stream, shardID, counter)
+func (f *failingRenewals) Delete(ctx context.Context, stream, shardID string, counter, incarnation int64) error {
+	return f.Store.Delete(ctx, stream, shardID, counter, incarnation)
 }
 
 func (f *failingRenewals) GetGeneration(ctx context.Context, stream string) (lease.Generation, error) {
