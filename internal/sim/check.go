@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -224,6 +225,9 @@ type rule struct {
 	at    time.Time // fromArrival
 	idx   int       // fromSeq: the index of the record named in its shard, -1 unknown
 	desc  string
+	// ifAbsent: the generation opens the shard only where it has no row
+	// (at its tip): its write keeps a row an older start made meanwhile.
+	ifAbsent bool
 }
 
 type ruleKind uint8
@@ -445,8 +449,15 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	case s.missed > s.applied:
 		// A generation whose listing missed the shard is on its way to the
 		// row (when it re-opened a parent): the run reads under what
-		// governed the row when that generation was recorded.
-		order = max(s.ownOrder(), s.missedPrior)
+		// governed the row when that generation was recorded. A newer one
+		// that lists it and keeps it as it is owes nothing sooner: its
+		// coordinators re-open it while the ancestor the missed one
+		// re-opened is still to be read (reopenedParent; world 1,000,840).
+		own := s.ownOrder()
+		if s.kept > s.missed && c.reopening(k, s) {
+			own = s.appliedOrCreated()
+		}
+		order = max(own, s.missedPrior)
 	case restarting:
 		// Any run may take the row before the start lands (a coordinator
 		// of the older generation): it reads under what governed the row.
@@ -540,7 +551,16 @@ func (s *shardState) appliedOrCreated() int64 {
 // re-opening comes: a row that had not gone on meanwhile (no checkpoint,
 // no holder) is kept, and reads under the generation that keeps it.
 func (c *checker) reopening(k shardKey, s *shardState) bool {
-	if s.kept <= s.applied || len(s.void) == 0 {
+	voids := maps.Clone(s.void)
+	if s.missed > s.applied {
+		// A generation whose listing missed the row re-opens it as one
+		// that did not reach it would.
+		if voids == nil {
+			voids = map[int64]bool{}
+		}
+		voids[s.missed] = true
+	}
+	if s.kept <= s.applied || len(voids) == 0 {
 		return false
 	}
 	seen := map[string]bool{}
@@ -555,7 +575,7 @@ func (c *checker) reopening(k shardKey, s *shardState) bool {
 			if a == nil {
 				continue
 			}
-			for v := range s.void {
+			for v := range voids {
 				if a.applied >= v && v > s.applied && a.endEpoch != a.epoch {
 					return true
 				}
@@ -747,7 +767,7 @@ func (c *checker) ruleFor(g lease.Generation, id string, row rowAt, tip time.Tim
 			c.fail(s.key, "generation %d (%s) has no timestamp tip: %q", g.Order, g.ID, g.Tip)
 			return rule{order: g.Order, kind: owesAll, desc: why}, true
 		}
-		return rule{order: g.Order, kind: owesFromArrival, at: tip, desc: why + " from tip " + fmtTime(tip)}, true
+		return rule{order: g.Order, kind: owesFromArrival, at: tip, desc: why + " from tip " + fmtTime(tip), ifAbsent: true}, true
 	}
 	if g.ID == lease.DefaultGeneration {
 		return fromTip("default generation")
@@ -859,6 +879,30 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		delete(s.void, st.Order)
 		s.row = &rr
 		s.oweUnlessNewer(&rr) // a coordinator may have re-opened it under the older one after a newer record
+	} else if p, err := reader.ParsePosition(st.Position); err == nil && p.Kind == reader.Sequence && p.ShardID == shardID &&
+		c.rules[st.Order] != nil && c.ruleInc[st.Order] == k.inc {
+		// A sequence start naming the shard, whose generation kept the row
+		// when it was recorded (read to its end), decided by a pass that
+		// read the row re-opened since by a generation it superseded (its
+		// start landing late): the row reads from the named record, the
+		// superseded one's start replaced (world 1,001,350).
+		rr := rule{order: st.Order, kind: owesFromSeq, idx: -1, desc: "from its record " + short(p.Seq)}
+		if x := c.bySeq[p.Seq]; x != nil && x.shard == s {
+			rr.idx = x.idx
+		}
+		stored := rr
+		c.rules[st.Order][shardID] = &stored
+		delete(s.void, st.Order)
+		s.row = &rr
+		s.oweUnlessNewer(&rr)
+	}
+	if nr := s.cfg; nr != nil && nr.ifAbsent && nr.order > st.Order && nr.order > s.applied && s.row != nil {
+		// A newer generation that opens the shard only where it has no row
+		// was recorded before this older start landed (a pass still
+		// applying the older one wrote it late): the newer one's write
+		// finds the row, and keeps it as this start made it (world 1625).
+		s.kept = max(s.kept, nr.order)
+		s.cfg, s.cfgEpoch = s.row, s.epoch
 	}
 	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)

@@ -308,3 +308,77 @@ func TestChecker_CarriesEnd(t *testing.T) {
 		t.Error("a shard the checker never saw has an end")
 	}
 }
+
+// Generation 1 re-opens every shard and is superseded, before its start
+// reaches C, by generation 2, a sequence start naming another shard, which
+// opens C at its tip only where C has no row. Generation 1's start lands
+// on C after all: generation 2's write then finds the row and keeps it as
+// that start made it, so a run of C reads under generation 2, owing what
+// generation 1's start owes (world 1625).
+func TestChecker_AnOlderStartLandingBeforeANewerIfAbsentOpeningIsKept(t *testing.T) {
+	absent := map[string]rowAt{}
+	c := newChecker(newTracer(time.Now()))
+	c.shardShape(c.cur, "C", nil, false)
+	c.generation(keptGen(1, "horizon", "C"), absent)
+	c.generation(keptGen(2, "sequence:X:49000000000000000000000000000000000000000000000000000001", "C"), absent)
+	setHorizon(c, "C", 1)
+	if got := runOrderOnC(c, "r1"); got != 2 {
+		t.Fatalf("a run of C reads under %d, want 2 (it keeps generation 1's start)", got)
+	}
+	if r := c.sh[shardKey{c.cur, "C"}].cfg; r == nil || r.kind != owesAll {
+		t.Fatalf("C owes %+v, want every record (generation 1's horizon start, kept)", r)
+	}
+}
+
+// Generation 2 re-opens A, whose child C its listing missed while a run
+// held C; generation 3 supersedes it before it re-opened C, and lists C
+// and keeps it. Its coordinators re-open C while A is still to be read
+// (reopenedParent), so a run of C taken meanwhile reads under what
+// governed C when generation 2 was recorded; once A is read to its end,
+// under generation 3 (world 1,000,840).
+func TestChecker_AMissedRowANewerGenerationKeepsReadsUnderTheOlderUntilItsReopening(t *testing.T) {
+	rows := map[string]rowAt{"A": {existed: true}, "C": {existed: true}}
+	c := newChecker(newTracer(time.Now()))
+	c.generation(keptGen(1, "horizon", "A"), rows)
+	c.shardShape(c.cur, "A", nil, true)
+	c.shardShape(c.cur, "C", []string{"A"}, false)
+	setHorizon(c, "A", 1)
+	if got := runOrderOnC(c, "r0"); got != 1 {
+		t.Fatalf("a run of C before generation 2 reads under %d, want 1", got)
+	}
+	c.generation(keptGen(2, "horizon", "A"), rows) // its listing misses C
+	setHorizon(c, "A", 2)
+	c.generation(keptGen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "A", "C"), rows)
+	if got := runOrderOnC(c, "r1"); got != 1 {
+		t.Fatalf("a run of C while A is read again reads under %d, want 1 (its re-opening may come)", got)
+	}
+	c.mu.Lock()
+	c.shardEnd(c.sh[shardKey{c.cur, "A"}], "loop/a")
+	c.mu.Unlock()
+	if got := runOrderOnC(c, "r2"); got != 3 {
+		t.Fatalf("a run of C taken once A was read to its end reads under %d, want 3 (kept, no re-opening comes)", got)
+	}
+}
+
+// Generation 3, a sequence start naming P, is recorded while P is read to
+// its end, so it keeps P; generation 2, which it superseded, re-opens P
+// late, and the pass applying generation 3 reads P re-opened and writes
+// its start there: P reads from the named record, not from generation 2's
+// start (world 1,001,350).
+func TestChecker_ASequenceStartLandingOnARowReopenedSinceItsRecordReadsFromItsRecord(t *testing.T) {
+	c := newChecker(newTracer(time.Now()))
+	c.shardShape(c.cur, "P", nil, true)
+	c.generation(keptGen(1, "horizon", "P"), map[string]rowAt{"P": {existed: true}})
+	setHorizon(c, "P", 1)
+	c.mu.Lock()
+	c.shardEnd(c.sh[shardKey{c.cur, "P"}], "loop/p")
+	c.mu.Unlock()
+	c.generation(keptGen(2, "horizon", "P"), map[string]rowAt{"P": {existed: true, finished: true}})
+	seq := "sequence:P:49000000000000000000000000000000000000000000000000000001"
+	c.generation(keptGen(3, seq, "P"), map[string]rowAt{"P": {existed: true, finished: true}})
+	setHorizon(c, "P", 2) // generation 2's start lands late
+	c.setStart("P", lease.Start{Position: seq, Generation: "g3", Order: 3, IfFrom: true, From: 2}, true, lease.Lease{})
+	if r := c.sh[shardKey{c.cur, "P"}].cfg; r == nil || r.order != 3 || r.kind != owesFromSeq {
+		t.Fatalf("P owes %+v, want generation 3's, from its record", r)
+	}
+}
