@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
 )
 
 // hostFaults are what happens to whole hosts, beside the per-call faults:
@@ -23,6 +25,67 @@ type hostFaults struct {
 	// thawOnStart is a host frozen by a "describe" race that wakes as the
 	// next start write lands (the new stream's generation applied).
 	thawOnStart string
+	// startPause: by deployment, a pause of the hosts that write a given
+	// start (a Supersede event).
+	startPause map[string]*startPause
+}
+
+// startPause freezes the hosts that write start at: from the first one,
+// for d (until until), and closes met then.
+type startPause struct {
+	at    string
+	d     time.Duration
+	until time.Time
+	met   chan struct{}
+}
+
+// armStartPause arms a pause of the hosts of deployment dep that write
+// start at on a row, as the write leaves: the first one freezes for d, and
+// those that write it meanwhile until then. The passes applying the
+// generation of that start pause part way, and the rest of their starts
+// land when they wake. The channel is closed when the first one freezes.
+func (w *World) armStartPause(dep, at string, d time.Duration) <-chan struct{} {
+	p := &startPause{at: at, d: d, met: make(chan struct{})}
+	w.hf.mu.Lock()
+	if w.hf.startPause == nil {
+		w.hf.startPause = map[string]*startPause{}
+	}
+	w.hf.startPause[dep] = p
+	w.hf.mu.Unlock()
+	return p.met
+}
+
+// disarmStartPause drops deployment dep's start pause.
+func (w *World) disarmStartPause(dep string) {
+	w.hf.mu.Lock()
+	delete(w.hf.startPause, dep)
+	w.hf.mu.Unlock()
+}
+
+// startPaused freezes ctx's host, about to write start st for deployment
+// dep, when a pause waits for that (armStartPause). The caller then calls
+// wake.
+func (w *World) startPaused(ctx context.Context, dep string, st lease.Start) {
+	host := hostOf(ctx)
+	if host == "" {
+		return
+	}
+	w.hf.mu.Lock()
+	p := w.hf.startPause[dep]
+	if p == nil || p.at != st.Position || time.Now().Before(w.hf.frozen[host]) {
+		w.hf.mu.Unlock()
+		return
+	}
+	if p.until.IsZero() {
+		p.until = time.Now().Add(p.d)
+		close(p.met)
+	}
+	d := time.Until(p.until)
+	w.hf.mu.Unlock()
+	if d > 0 {
+		w.freeze(host, d)
+		w.tr.add("", "", "host %s frozen for %s as it writes start %s", host, d, st.Position)
+	}
 }
 
 // noteHost registers a new host.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/shardloop/shardloop/pkg/lease"
 )
 
 // TestRecreateRaces_FreezeTheFirstHostToMeetTheirMoment: a race a
@@ -73,6 +75,53 @@ func TestRecreateRaces_FreezeTheFirstHostToMeetTheirMoment(t *testing.T) {
 		w.disarmRace()
 		if w.meetRace(other, "start", "b") || frozenFor(other) != 0 {
 			t.Fatal("a disarmed race froze a host")
+		}
+	})
+}
+
+// TestStartPause_FreezesTheHostsThatWriteTheStartUntilOneMoment: a pause
+// armed for a start freezes the first host of its deployment that writes
+// that start, for the pause, and every host that writes it meanwhile until
+// the same moment; another start, another deployment, or a write after the
+// moment freezes no one.
+func TestStartPause_FreezesTheHostsThatWriteTheStartUntilOneMoment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &World{
+			cfg: Config{Deployments: []Deployment{{Name: "a"}, {Name: "b"}}},
+			rnd: newStreams(1), tr: newTracer(time.Now()), began: time.Now(),
+		}
+		first, second := withHost(context.Background(), "a#1"), withHost(context.Background(), "a#2")
+		other := withHost(context.Background(), "b#1")
+		frozenFor := func(ctx context.Context) time.Duration {
+			t0 := time.Now()
+			w.wake(ctx)
+			return time.Since(t0)
+		}
+		horizon := lease.Start{Position: "horizon", Generation: "g2", Order: 2}
+		met := w.armStartPause("a", "horizon", 30*time.Second)
+		w.startPaused(first, "a", lease.Start{Position: "latest", Generation: "g3", Order: 3})
+		w.startPaused(other, "b", horizon)
+		if frozenFor(first) != 0 || frozenFor(other) != 0 {
+			t.Fatal("a host that wrote another start, or of another deployment, froze")
+		}
+		select {
+		case <-met:
+			t.Fatal("the pause was met by no host")
+		default:
+		}
+		w.startPaused(first, "a", horizon)
+		<-met
+		time.Sleep(10 * time.Second)
+		w.startPaused(second, "a", horizon)
+		if d := frozenFor(second); d != 20*time.Second {
+			t.Fatalf("the second host was frozen for %s, want 20s (until the first one wakes)", d)
+		}
+		if d := frozenFor(first); d != 0 {
+			t.Fatalf("the first host is still frozen %s after the pause", d)
+		}
+		w.startPaused(second, "a", horizon)
+		if d := frozenFor(second); d != 0 {
+			t.Fatalf("a host that wrote the start after the pause froze for %s", d)
 		}
 	})
 }

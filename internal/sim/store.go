@@ -388,6 +388,7 @@ func (s *store) List(ctx context.Context, stream string) ([]lease.Lease, error) 
 // SetStart implements lease.Store.
 func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.Start) (bool, error) {
 	var changed bool
+	s.t.w.startPaused(ctx, s.dep, st)
 	err := s.call(ctx, "set start", stream, shardID, true, func(ctx context.Context) (err error) {
 		var ok bool
 		ok, err = s.t.inner.SetStart(ctx, stream, shardID, st)

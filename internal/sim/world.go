@@ -59,8 +59,11 @@ type World struct {
 	created int64 // its creation time, Unix ms
 	prod    *producer
 	starts  []string // each deployment's start as configured now
-	hosts   int
-	names   map[shardKey]string // shardName's, joined once: most trace events name a shard
+	// resolved is each deployment's start as its coordinators take it now
+	// (resolveStart).
+	resolved []string
+	hosts    int
+	names    map[shardKey]string // shardName's, joined once: most trace events name a shard
 }
 
 // driver runs one deployment.
@@ -169,7 +172,7 @@ func Run(cfg Config) *Result {
 	w.table = &table{w: w, inner: mem, lastCkpts: map[string][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.ctx = ctx
-	w.starts = make([]string, len(cfg.Deployments))
+	w.starts, w.resolved = make([]string, len(cfg.Deployments)), make([]string, len(cfg.Deployments))
 
 	w.createStream(cfg.Shards)
 	w.prod = &producer{w: w, next: make([]int, cfg.Keys), wake: make(chan struct{}, 1)}
@@ -302,7 +305,7 @@ func (w *World) apply(e Event) {
 		}
 		resolved := w.resolveStart(start)
 		w.mu.Lock()
-		w.starts[e.Deployment] = start
+		w.starts[e.Deployment], w.resolved[e.Deployment] = start, resolved
 		w.mu.Unlock()
 		if e.Pause > 0 {
 			w.tr.add("", "", "%s %s with start %q, rolling: a process every %s", e.Kind, d.Name, resolved, e.Pause)
@@ -325,6 +328,8 @@ func (w *World) apply(e Event) {
 		w.deps[e.Deployment].crash(e.Pick, e.Pause)
 	case Recreate:
 		w.recreate(e)
+	case Supersede:
+		w.supersede(e)
 	case Strike:
 		w.armStrike(e)
 	case Partition, Pause:
@@ -542,6 +547,25 @@ func (w *World) recreate(e Event) {
 			}
 		})
 	}
+}
+
+// supersede freezes the hosts of e's deployment that write the start it
+// is configured with now, from the first such write for e.Pause, and
+// deploys deployment e.By again with e.Start once one froze (after a
+// minute and a half when none did, and then not at all).
+func (w *World) supersede(e Event) {
+	dep := w.cfg.Deployments[e.Deployment].Name
+	w.mu.Lock()
+	at := w.resolved[e.Deployment]
+	w.mu.Unlock()
+	select {
+	case <-w.armStartPause(dep, at, e.Pause):
+	case <-time.After(90 * time.Second):
+		w.disarmStartPause(dep)
+		w.tr.add("", "", "no host of %s wrote start %s to pause", dep, at)
+		return
+	}
+	w.apply(Event{Kind: Redeploy, Deployment: e.By, Start: e.Start})
 }
 
 // raceDeletion sets up e's race (Event.Start) and returns when the
