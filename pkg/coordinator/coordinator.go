@@ -914,6 +914,9 @@ func (c *Coordinator) startLateShards(ctx context.Context, stream string, rec le
 // superseded, which a pass still applying that one wrote on the parent
 // after rec was applied (its write slow, or its host paused), so rec's
 // application, which re-opens such a child, found the parent as it was.
+// Since a generation records its order on the rows it keeps (Start.Keep),
+// such a start is refused and this finds nothing; it stays for tables whose
+// generation a version before the keeps applied.
 func (c *Coordinator) reopenMissedChildren(ctx context.Context, stream string, rec lease.Generation, listing []shards.Shard,
 	rows map[string]lease.Lease, incarnation int64, log *slog.Logger) (bool, error) {
 	if rec.Order == 0 || (rec.Incarnation != 0 && incarnation != 0 && rec.Incarnation != incarnation) {
