@@ -787,11 +787,7 @@ func (c *checker) ruleFor(g lease.Generation, id string, row rowAt, tip time.Tim
 			if row.existed && row.finished {
 				return rule{}, false // a shard read to its end is not read again
 			}
-			idx := -1
-			if x := c.bySeq[p.Seq]; x != nil && x.shard == s {
-				idx = x.idx
-			}
-			return rule{order: g.Order, kind: owesFromSeq, idx: idx, desc: "from its record " + short(p.Seq)}, true
+			return rule{order: g.Order, kind: owesFromSeq, idx: c.recordIdx(p.Seq, s), desc: "from its record " + short(p.Seq)}, true
 		}
 		return fromTip("sequence start of another shard")
 	}
@@ -868,17 +864,10 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 			case reader.Timestamp:
 				rr.kind, rr.at = owesFromArrival, p.At
 			case reader.Sequence:
-				rr.kind, rr.idx = owesFromSeq, -1
-				if x := c.bySeq[p.Seq]; x != nil && x.shard == s {
-					rr.idx = x.idx
-				}
+				rr.kind, rr.idx = owesFromSeq, c.recordIdx(p.Seq, s)
 			}
 		}
-		stored := rr
-		rules[shardID] = &stored
-		delete(s.void, st.Order)
-		s.row = &rr
-		s.oweUnlessNewer(&rr) // a coordinator may have re-opened it under the older one after a newer record
+		s.startedAt(rules, shardID, st.Order, rr)
 	} else if p, err := reader.ParsePosition(st.Position); err == nil && p.Kind == reader.Sequence && p.ShardID == shardID &&
 		c.rules[st.Order] != nil && c.ruleInc[st.Order] == k.inc {
 		// A sequence start naming the shard, whose generation kept the row
@@ -886,15 +875,7 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		// read the row re-opened since by a generation it superseded (its
 		// start landing late): the row reads from the named record, the
 		// superseded one's start replaced (world 1,001,350).
-		rr := rule{order: st.Order, kind: owesFromSeq, idx: -1, desc: "from its record " + short(p.Seq)}
-		if x := c.bySeq[p.Seq]; x != nil && x.shard == s {
-			rr.idx = x.idx
-		}
-		stored := rr
-		c.rules[st.Order][shardID] = &stored
-		delete(s.void, st.Order)
-		s.row = &rr
-		s.oweUnlessNewer(&rr)
+		s.startedAt(c.rules[st.Order], shardID, st.Order, rule{order: st.Order, kind: owesFromSeq, idx: c.recordIdx(p.Seq, s), desc: "from its record " + short(p.Seq)})
 	}
 	if nr := s.cfg; nr != nil && nr.ifAbsent && nr.order > st.Order && nr.order > s.applied && s.row != nil {
 		// A newer generation that opens the shard only where it has no row
@@ -907,6 +888,28 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)
 	}
+}
+
+// startedAt makes rr, the rule of a start of generation order that landed
+// on shard id's row with no rule recorded for it, the generation's rule
+// for the row and what the row reads under now (unless a newer generation,
+// recorded meanwhile, covers it: a coordinator may have written the start
+// after a newer record).
+func (s *shardState) startedAt(rules map[string]*rule, id string, order int64, rr rule) {
+	stored := rr
+	rules[id] = &stored
+	delete(s.void, order)
+	s.row = &rr
+	s.oweUnlessNewer(&rr)
+}
+
+// recordIdx is the index in shard s of the record seq names, -1 when it
+// is not one of s's.
+func (c *checker) recordIdx(seq string, s *shardState) int {
+	if x := c.bySeq[seq]; x != nil && x.shard == s {
+		return x.idx
+	}
+	return -1
 }
 
 // reset starts a new epoch on a row.

@@ -248,24 +248,52 @@ func TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened(t *testing.T
 // child, kept, reads under generation 3.
 func TestChecker_AKeptRowWhoseReopenedParentWasReadToItsEnd(t *testing.T) {
 	rows := map[string]rowAt{"P": {existed: true}, "C": {existed: true}}
-	c := newChecker(newTracer(time.Now()))
-	c.generation(keptGen(1, "horizon", "P", "C"), rows)
-	c.shardShape(c.cur, "P", nil, true)
-	c.shardShape(c.cur, "C", []string{"P"}, false)
-	setHorizon(c, "P", 1)
+	c := parentAndChild(t, "P", "P", "C")
 	setHorizon(c, "C", 1)
 	c.generation(keptGen(2, "horizon", "P", "C"), rows)
 	setHorizon(c, "P", 2) // the parent re-opened; generation 2 goes no further
-	c.generation(keptGen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "P", "C"), rows)
+	c.generation(keptGen(3, seqOfX, "P", "C"), rows)
+	underTheOlderUntilTheParentEnds(t, c, "P")
+}
+
+// seqOfX is a sequence start naming a shard X the tests do not list.
+const seqOfX = "sequence:X:49000000000000000000000000000000000000000000000000000001"
+
+// parentAndChild is a checker with a closed shard parent and its child C,
+// generation 1 (horizon) recorded over ids and landed on parent.
+func parentAndChild(t *testing.T, parent string, ids ...string) *checker {
+	t.Helper()
+	c := newChecker(newTracer(time.Now()))
+	rows := map[string]rowAt{}
+	for _, id := range ids {
+		rows[id] = rowAt{existed: true}
+	}
+	c.generation(keptGen(1, "horizon", ids...), rows)
+	c.shardShape(c.cur, parent, nil, true)
+	c.shardShape(c.cur, "C", []string{parent}, false)
+	setHorizon(c, parent, 1)
+	return c
+}
+
+// underTheOlderUntilTheParentEnds: a run of C, kept by generation 3 while
+// a superseded generation re-opened parent, reads under generation 1 while
+// parent is still to be read (its re-opening may come), under 3 once it
+// was read to its end.
+func underTheOlderUntilTheParentEnds(t *testing.T, c *checker, parent string) {
+	t.Helper()
 	if got := runOrderOnC(c, "r1"); got != 1 {
 		t.Fatalf("a run of the child while its parent is read again reads under %d, want 1 (its re-opening may come)", got)
 	}
-	c.mu.Lock()
-	c.shardEnd(c.sh[shardKey{c.cur, "P"}], "loop/p")
-	c.mu.Unlock()
+	endShard(c, parent)
 	if got := runOrderOnC(c, "r2"); got != 3 {
 		t.Fatalf("a run of the child taken once its parent was read to its end reads under %d, want 3 (kept, no re-opening comes)", got)
 	}
+}
+
+func endShard(c *checker, id string) {
+	c.mu.Lock()
+	c.shardEnd(c.sh[shardKey{c.cur, id}], "loop/"+id)
+	c.mu.Unlock()
 }
 
 // keptGen, setHorizon and runOrderOnC build the kept-row tests below:
@@ -338,26 +366,14 @@ func TestChecker_AnOlderStartLandingBeforeANewerIfAbsentOpeningIsKept(t *testing
 // under generation 3 (world 1,000,840).
 func TestChecker_AMissedRowANewerGenerationKeepsReadsUnderTheOlderUntilItsReopening(t *testing.T) {
 	rows := map[string]rowAt{"A": {existed: true}, "C": {existed: true}}
-	c := newChecker(newTracer(time.Now()))
-	c.generation(keptGen(1, "horizon", "A"), rows)
-	c.shardShape(c.cur, "A", nil, true)
-	c.shardShape(c.cur, "C", []string{"A"}, false)
-	setHorizon(c, "A", 1)
+	c := parentAndChild(t, "A", "A")
 	if got := runOrderOnC(c, "r0"); got != 1 {
 		t.Fatalf("a run of C before generation 2 reads under %d, want 1", got)
 	}
 	c.generation(keptGen(2, "horizon", "A"), rows) // its listing misses C
 	setHorizon(c, "A", 2)
-	c.generation(keptGen(3, "sequence:X:49000000000000000000000000000000000000000000000000000001", "A", "C"), rows)
-	if got := runOrderOnC(c, "r1"); got != 1 {
-		t.Fatalf("a run of C while A is read again reads under %d, want 1 (its re-opening may come)", got)
-	}
-	c.mu.Lock()
-	c.shardEnd(c.sh[shardKey{c.cur, "A"}], "loop/a")
-	c.mu.Unlock()
-	if got := runOrderOnC(c, "r2"); got != 3 {
-		t.Fatalf("a run of C taken once A was read to its end reads under %d, want 3 (kept, no re-opening comes)", got)
-	}
+	c.generation(keptGen(3, seqOfX, "A", "C"), rows)
+	underTheOlderUntilTheParentEnds(t, c, "A")
 }
 
 // Generation 3, a sequence start naming P, is recorded while P is read to
@@ -370,9 +386,7 @@ func TestChecker_ASequenceStartLandingOnARowReopenedSinceItsRecordReadsFromItsRe
 	c.shardShape(c.cur, "P", nil, true)
 	c.generation(keptGen(1, "horizon", "P"), map[string]rowAt{"P": {existed: true}})
 	setHorizon(c, "P", 1)
-	c.mu.Lock()
-	c.shardEnd(c.sh[shardKey{c.cur, "P"}], "loop/p")
-	c.mu.Unlock()
+	endShard(c, "P")
 	c.generation(keptGen(2, "horizon", "P"), map[string]rowAt{"P": {existed: true, finished: true}})
 	seq := "sequence:P:49000000000000000000000000000000000000000000000000000001"
 	c.generation(keptGen(3, seq, "P"), map[string]rowAt{"P": {existed: true, finished: true}})
