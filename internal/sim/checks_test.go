@@ -124,3 +124,20 @@ func TestRecreate_ARecordThatNeverSettlesFailsOneWindowAfterTheWait(t *testing.T
 	}
 	t.Errorf("no violation says %q; got %v\n%s", want, res.Violations, strings.Join(res.Trace(60), "\n"))
 }
+
+// Every reduction leaves a world whose events name only its deployments:
+// a shrunk world that names one it dropped panics in the world's own code
+// (a Supersede's By once did, under "one deployment").
+func TestReductions_LeaveEventsNamingOnlyTheWorldsDeployments(t *testing.T) {
+	for seed := uint64(1); seed <= 2000; seed++ {
+		for i, r := range Reductions {
+			c := Draw(seed)
+			r.Apply(&c)
+			for _, e := range c.Events {
+				if e.Deployment >= len(c.Deployments) || e.Kind == Supersede && e.By >= len(c.Deployments) {
+					t.Fatalf("world %d under reduction %d (%s): event %+v names a deployment of %d", seed, i, r.Name, e, len(c.Deployments))
+				}
+			}
+		}
+	}
+}

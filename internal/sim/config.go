@@ -916,7 +916,7 @@ var Reductions = []struct {
 	{"one deployment", func(c *Config) {
 		if len(c.Deployments) > 1 {
 			c.Deployments = c.Deployments[:1]
-			c.Events = slices.DeleteFunc(c.Events, func(e Event) bool { return e.Deployment > 0 })
+			c.Events = slices.DeleteFunc(c.Events, func(e Event) bool { return e.Deployment > 0 || e.Kind == Supersede && e.By > 0 })
 		}
 	}},
 	{"no reshards", func(c *Config) { c.Events = dropEvents(c.Events, Split, Merge) }},
