@@ -303,6 +303,11 @@ type runTake struct {
 	parents bool  // every parent was read to its end (in its epoch) then
 	order   int64 // the generation the run reads under
 	pending bool  // the shard's generation had not reached the row
+	// reopening: order is older than the generation that keeps the row,
+	// because that one's coordinators are to re-open it for an ancestor a
+	// superseded generation re-opened (checker.reopening). The run is no
+	// stale one: the loop is the row's, under the newer generation.
+	reopening bool
 }
 
 // Stats count what a world did.
@@ -438,6 +443,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	// (or, for a loop its coordinator started while a generation was being
 	// applied, that generation).
 	var order int64
+	reopening := false
 	switch {
 	case s.cfg != nil && (c.early[lease.LoopOwner(owner)] || pending && lease.LoopOwner(owner) == owner) && s.applied == 0:
 		order = s.cfg.order // a loop started early (B1), under the generation being applied
@@ -455,7 +461,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		// re-opened is still to be read (reopenedParent; world 1,000,840).
 		own := s.ownOrder()
 		if s.kept > s.missed && c.reopening(k, s) {
-			own = s.appliedOrCreated()
+			own, reopening = s.appliedOrCreated(), true
 		}
 		order = max(own, s.missedPrior)
 	case restarting:
@@ -468,7 +474,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		// the row too (reopenedParent), and until that start lands the run
 		// reads under what governed the row when the superseded one was
 		// recorded.
-		order = max(s.appliedOrCreated(), s.prior)
+		order, reopening = max(s.appliedOrCreated(), s.prior), true
 	default:
 		order = c.readOrder(k, s)
 	}
@@ -483,7 +489,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 	}
 	s.taken = true
 	c.curRun[run+"|"+k.String()] = owner
-	c.runs[runShard{run, k}] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents}
+	c.runs[runShard{run, k}] = runTake{at: time.Now(), epoch: s.epoch, order: order, pending: pending, parents: parents, reopening: reopening}
 	if pending && lease.LoopOwner(owner) == owner {
 		c.early[owner] = true // a coordinator's take for a new loop
 	}
@@ -587,6 +593,27 @@ func (c *checker) reopening(k shardKey, s *shardState) bool {
 		return false
 	}
 	return reached(s.parents)
+}
+
+// deliveryOrder is the generation a delivery of take's run on shard s
+// reads under now, and whether it reads so until the row is re-opened
+// (runTake.reopening). A run taken under the generation that keeps the row
+// delivers, once a start of one that generation superseded reached an
+// ancestor after the run was taken (a pass that outlived its supersession
+// landing before the keeping one's, world 437), as a run taken now would:
+// under what governed the row before, until the coordinator re-opens it.
+func (c *checker) deliveryOrder(s *shardState, take runTake) (int64, bool) {
+	if take.reopening || s.kept <= s.applied || (len(s.void) == 0 && s.missed <= s.applied) || !c.reopening(s.key, s) {
+		return take.order, take.reopening
+	}
+	o := max(s.appliedOrCreated(), s.prior)
+	if s.missed > s.applied {
+		o = max(s.appliedOrCreated(), s.missedPrior)
+	}
+	if o >= take.order {
+		return take.order, false
+	}
+	return o, true
 }
 
 // carriesEnd reports whether seqs hold the last record of a closed shard
@@ -840,9 +867,13 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		s.row = &rr
 		if s.void[st.Order] {
 			// Superseded before it reached the row, its start landed after
-			// all: the row reads under it.
+			// all: the row reads under it, unless a newer generation that
+			// changes the row was recorded since and has yet to reach it
+			// (world 831): that one still decides.
 			delete(s.void, st.Order)
-			s.cfg = &rr
+			if s.cfg == nil || s.cfg.order < st.Order || s.cfg.order <= s.applied {
+				s.cfg = &rr
+			}
 		}
 		if s.cfg != nil && s.cfg.order == r.order {
 			s.cfgEpoch = s.epoch
@@ -1069,7 +1100,10 @@ func (c *checker) delivery(dep, owner, run, shardID string, seqs []string, start
 	c.stats.Deliveries++
 	s.delivs = append(s.delivs, interval{owner: owner, start: start, end: now})
 	take, known := c.runs[runShard{run, s.key}]
-	c.keyDelivery(dep, owner, seqs, start, now, take.order)
+	if known {
+		take.order, take.reopening = c.deliveryOrder(s, take)
+	}
+	c.keyDelivery(dep, owner, seqs, start, now, take.order, take.reopening)
 	epoch := take.epoch
 	if !known {
 		if _, old := c.runs[runShard{run, shardKey{s.key.inc - 1, s.key.id}}]; old && s.bug == "" {

@@ -42,13 +42,14 @@ type keyDeliv struct {
 	start, end time.Time
 	ev         uint64 // the invocation's order among those starting together
 	order      int64  // the generation its run reads under
+	reopening  bool   // order is older than the row's own (runTake.reopening)
 	ns         []int  // the key's record numbers, in the invocation's order
 	shard      *shardState
 }
 
 // keyDelivery notes, under mu, the records of each key an invocation
 // carried (all of them: settled or not, the function saw them).
-func (c *checker) keyDelivery(dep, owner string, seqs []string, start, end time.Time, order int64) {
+func (c *checker) keyDelivery(dep, owner string, seqs []string, start, end time.Time, order int64, reopening bool) {
 	if c.byKey == nil {
 		c.byKey = map[depKey][]keyDeliv{}
 	}
@@ -70,7 +71,7 @@ func (c *checker) keyDelivery(dep, owner string, seqs []string, start, end time.
 		dk := depKey{keyKey{x.inc, x.key}}
 		d, ok := idx[dk.keyKey]
 		if !ok {
-			ds := append(c.byKey[dk], keyDeliv{owner: owner, start: start, end: end, ev: ev, order: order, shard: x.shard})
+			ds := append(c.byKey[dk], keyDeliv{owner: owner, start: start, end: end, ev: ev, order: order, reopening: reopening, shard: x.shard})
 			c.byKey[dk] = ds
 			d = &ds[len(ds)-1]
 			idx[dk.keyKey] = d
@@ -132,7 +133,7 @@ func (c *checker) keyOrder(dk depKey, ds []keyDeliv) {
 	var newest *keyDeliv // of the latest generation seen
 	for i := range ds {
 		d := &ds[i]
-		if newest != nil && d.order < newest.order {
+		if newest != nil && d.order < newest.order && !d.reopening {
 			c.failBug(d.shard.key, staleGeneration, "key %d: %s delivered records #%d… under generation %d from %s, after %s had begun delivering them under generation %d",
 				dk.key, c.tr.nameLocked(d.owner), d.ns[0], d.order, fmtTime(d.start), c.tr.nameLocked(newest.owner), newest.order)
 			return

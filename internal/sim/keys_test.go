@@ -90,7 +90,7 @@ func TestKeyChecks(t *testing.T) {
 					seqs = append(seqs, seqOf(n))
 				}
 				at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-				ck.keyDelivery("d", iv.owner, seqs, at(iv.start), at(iv.end), iv.order)
+				ck.keyDelivery("d", iv.owner, seqs, at(iv.start), at(iv.end), iv.order, false)
 			}
 			ck.keyChecks()
 			var got []string
@@ -104,6 +104,35 @@ func TestKeyChecks(t *testing.T) {
 				t.Errorf("want a violation saying %q, got %q", c.want, got)
 			}
 		})
+	}
+}
+
+// TestKeyChecks_ARunUnderTheOlderGenerationUntilItsRowIsReopenedIsNotStale:
+// world 320 (a Supersede whose newer start's passes wake just after the
+// older one's): generation 5 kept a row, and its loop's runs read under
+// it; then generation 4, which 5 superseded, landed its start on a parent,
+// and the loop's next run read, until 5's coordinators re-opened the row,
+// under generation 3, which governed it then. One loop reading on in
+// order is no stale one; a run of a revoked loop under an older
+// generation still is.
+func TestKeyChecks_ARunUnderTheOlderGenerationUntilItsRowIsReopenedIsNotStale(t *testing.T) {
+	t0 := time.Unix(946684800, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	for _, reopening := range []bool{true, false} {
+		ck := keyWorld(t)
+		ck.keyDelivery("d", "A", []string{seqOf(0), seqOf(1)}, at(0), at(1), 5, false)
+		ck.keyDelivery("d", "A", []string{seqOf(2), seqOf(3)}, at(1), at(2), 3, reopening)
+		ck.keyChecks()
+		var got []string
+		for _, v := range ck.violations {
+			got = append(got, v.What)
+		}
+		switch {
+		case reopening && len(got) > 0:
+			t.Errorf("a run reading under the older generation until its row is re-opened: want no violation, got %q", got)
+		case !reopening && (len(got) == 0 || !strings.Contains(got[0], "under generation 3")):
+			t.Errorf("a run under an older generation after a newer one: want a stale generation, got %q", got)
+		}
 	}
 }
 

@@ -94,6 +94,21 @@ func TestChecker_WhichGenerationARowReadsUnder(t *testing.T) {
 			func(c *checker) { c.generation(gen(2, "timestamp:3000000", "A", "B"), existed) },
 			func(c *checker) { set(c, 1, "horizon", true, false) },
 		}, 2, ""},
+		// A void start that lands after a newer generation that changes
+		// the row was recorded leaves that one deciding, before its own
+		// start lands and after (world 831, where the checker judged the
+		// row by the void one's rule to the end).
+		{"AVoidStartLandingAfterANewerOneWasRecorded", []func(*checker){
+			horizon, keeps,
+			func(c *checker) { c.generation(gen(3, "timestamp:3000000", "A", "B"), existed) },
+			func(c *checker) { set(c, 1, "horizon", true, false) },
+		}, 3, ""},
+		{"TheNewerStartLandsAfterTheVoidOne", []func(*checker){
+			horizon, keeps,
+			func(c *checker) { c.generation(gen(3, "timestamp:3000000", "A", "B"), existed) },
+			func(c *checker) { set(c, 1, "horizon", true, false) },
+			func(c *checker) { set(c, 3, "timestamp:3000000", true, false) },
+		}, 3, ""},
 		{"NewerStartLandsAfterTheOlderReopening", []func(*checker){
 			func(c *checker) { c.generation(gen(1, "sequence:B:5", "B"), existed) },
 			func(c *checker) { c.generation(gen(2, "timestamp:3000000", "A", "B"), existed) },
@@ -236,6 +251,36 @@ func TestChecker_AKeptRowWhoseAncestorASupersededGenerationReopened(t *testing.T
 	setHorizon(c, "C", 3) // reopenedParent, generation 3
 	if got := runOrderOnC(c, "r2"); got != 3 {
 		t.Fatalf("once re-opened, a run of the child reads under %d, want 3", got)
+	}
+}
+
+// TestChecker_ARunTakenBeforeASupersededStartReachedAnAncestor: world 437
+// (a Supersede whose newer start's passes wake just after the older
+// one's). Generation 2 re-opens the parent and is superseded by 3, which
+// keeps rows as they are, before either reaches a row. A run of the child
+// taken then reads under 3; 2's start then reaches the parent after all,
+// before 3's keep. From then on, until the coordinator re-opens the child
+// (reopenedParent), the run's deliveries count as a run taken now would
+// read: under generation 1, not under 3, which would owe the parent's
+// records again before the child's.
+func TestChecker_ARunTakenBeforeASupersededStartReachedAnAncestor(t *testing.T) {
+	rows := map[string]rowAt{"P": {existed: true}, "C": {existed: true}}
+	c := parentAndChild(t, "P", "P", "C")
+	setHorizon(c, "C", 1)
+	endShard(c, "P")
+	c.generation(keptGen(2, "horizon", "P", "C"), rows)
+	c.generation(keptGen(3, seqOfX, "P", "C"), rows)
+	if got := runOrderOnC(c, "r1"); got != 3 {
+		t.Fatalf("a run of the child taken before the superseded start landed reads under %d, want 3 (kept)", got)
+	}
+	take := c.runs[runShard{"r1", shardKey{c.cur, "C"}}]
+	s := c.sh[shardKey{c.cur, "C"}]
+	if o, reopening := c.deliveryOrder(s, take); o != 3 || reopening {
+		t.Fatalf("before the parent is re-opened, the run delivers under %d (re-opening %v), want 3", o, reopening)
+	}
+	setHorizon(c, "P", 2) // the superseded start lands after all
+	if o, reopening := c.deliveryOrder(s, take); o != 1 || !reopening {
+		t.Fatalf("once the parent is re-opened, the run delivers under %d (re-opening %v), want 1 until the child is re-opened", o, reopening)
 	}
 }
 
