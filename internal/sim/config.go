@@ -263,8 +263,9 @@ const (
 	Pause     EventKind = "pause"
 	// Supersede freezes the hosts of deployment Deployment that write the
 	// start it is configured with now, as the write leaves: from the first
-	// one, for Pause. It then deploys deployment By again with Start,
-	// while they sleep (see World.supersede).
+	// one, for Pause. It then deploys deployment By again with Start
+	// ("sequence", or "sequence-closed": a record of a closed shard when
+	// one was written), while they sleep (see World.supersede).
 	Supersede EventKind = "supersede"
 	// Strike arms a host loss that waits for its moment in deployment
 	// Deployment, then strikes the host that meets it first (Start names
@@ -296,6 +297,9 @@ type Event struct {
 	Newest bool
 	// By is the deployment a Supersede deploys again.
 	By int `json:",omitempty"`
+	// Overlap, on a Supersede, also freezes By's hosts as they write a
+	// start from then, until Overlap after Deployment's hosts wake.
+	Overlap time.Duration `json:",omitempty"`
 }
 
 // Sabotage is a deliberate bug a world can carry.
@@ -840,15 +844,24 @@ func Draw(seed uint64) Config {
 	// of the older one's starts (parents first) land after it: on parents
 	// whose children its application passed over as they were. A pass
 	// after it re-opens those that have gone on (reopenedParent).
-	if c.Faults.SlowStart > 0 && len(c.Deployments) == 2 && f() < 0.75 {
-		i := slices.IndexFunc(c.Events, func(e Event) bool {
-			return e.Kind == Redeploy && (e.Start == "horizon" || strings.HasPrefix(e.Start, "timestamp:-"))
-		})
-		if i >= 0 {
-			e := c.Events[i]
-			c.Events = append(c.Events, Event{At: e.At, Kind: Supersede, Deployment: e.Deployment, By: 1 - e.Deployment, Start: "sequence",
-				Pause: between(30*time.Second, 90*time.Second)})
+	//
+	// In the other worlds with two deployments and such a redeploy, the
+	// passes applying the newer start pause too, as their first write
+	// leaves, until 1 to 15 s after the older one's hosts wake (Overlap):
+	// they decided on rows that the older start's writes, landing first,
+	// then change. Their start names a record of a closed shard when one
+	// was written ("sequence-closed"): a start decided on a parent read to
+	// its end means another thing once that parent is re-opened.
+	if i := slices.IndexFunc(c.Events, func(e Event) bool {
+		return e.Kind == Redeploy && (e.Start == "horizon" || strings.HasPrefix(e.Start, "timestamp:-"))
+	}); i >= 0 && len(c.Deployments) == 2 {
+		e := c.Events[i]
+		s := Event{At: e.At, Kind: Supersede, Deployment: e.Deployment, By: 1 - e.Deployment, Start: "sequence"}
+		if c.Faults.SlowStart == 0 || f() >= 0.5 {
+			s.Start, s.Overlap = "sequence-closed", between(time.Second, 15*time.Second)
 		}
+		s.Pause = between(30*time.Second, 90*time.Second)
+		c.Events = append(c.Events, s)
 	}
 	c.keepAbreast()
 	sortEvents(c.Events)

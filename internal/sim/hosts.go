@@ -30,13 +30,15 @@ type hostFaults struct {
 	startPause map[string]*startPause
 }
 
-// startPause freezes the hosts that write start at: from the first one,
-// for d (until until), and closes met then.
+// startPause freezes the hosts that write start at (any start when at is
+// ""): from the first one, for d (until until, or until the moment set
+// when it was armed), and closes met then.
 type startPause struct {
 	at    string
 	d     time.Duration
 	until time.Time
 	met   chan struct{}
+	begun bool // a host met it
 }
 
 // armStartPause arms a pause of the hosts of deployment dep that write
@@ -53,6 +55,29 @@ func (w *World) armStartPause(dep, at string, d time.Duration) <-chan struct{} {
 	w.hf.startPause[dep] = p
 	w.hf.mu.Unlock()
 	return p.met
+}
+
+// armStartPauseUntil arms a pause of the hosts of deployment dep that
+// write any start from now: each one freezes as its write leaves, until
+// the moment until.
+func (w *World) armStartPauseUntil(dep string, until time.Time) {
+	w.hf.mu.Lock()
+	if w.hf.startPause == nil {
+		w.hf.startPause = map[string]*startPause{}
+	}
+	w.hf.startPause[dep] = &startPause{until: until, met: make(chan struct{})}
+	w.hf.mu.Unlock()
+}
+
+// pausedUntil is when deployment dep's start pause ends (zero before a
+// host met it).
+func (w *World) pausedUntil(dep string) time.Time {
+	w.hf.mu.Lock()
+	defer w.hf.mu.Unlock()
+	if p := w.hf.startPause[dep]; p != nil {
+		return p.until
+	}
+	return time.Time{}
 }
 
 // disarmStartPause drops deployment dep's start pause.
@@ -72,12 +97,15 @@ func (w *World) startPaused(ctx context.Context, dep string, st lease.Start) {
 	}
 	w.hf.mu.Lock()
 	p := w.hf.startPause[dep]
-	if p == nil || p.at != st.Position || time.Now().Before(w.hf.frozen[host]) {
+	if p == nil || (p.at != "" && p.at != st.Position) || time.Now().Before(w.hf.frozen[host]) {
 		w.hf.mu.Unlock()
 		return
 	}
-	if p.until.IsZero() {
-		p.until = time.Now().Add(p.d)
+	if !p.begun {
+		if p.until.IsZero() {
+			p.until = time.Now().Add(p.d)
+		}
+		p.begun = true
 		close(p.met)
 	}
 	d := time.Until(p.until)

@@ -125,3 +125,40 @@ func TestStartPause_FreezesTheHostsThatWriteTheStartUntilOneMoment(t *testing.T)
 		}
 	})
 }
+
+// TestStartPauseUntil_FreezesTheDeploymentsStartWritersUntilTheMoment: the
+// newer start's pause of a Supersede with an Overlap freezes each host of
+// its deployment that writes any start, until the moment it was armed
+// with, and no host after it.
+func TestStartPauseUntil_FreezesTheDeploymentsStartWritersUntilTheMoment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &World{
+			cfg: Config{Deployments: []Deployment{{Name: "a"}, {Name: "b"}}},
+			rnd: newStreams(1), tr: newTracer(time.Now()), began: time.Now(),
+		}
+		frozenFor := func(ctx context.Context) time.Duration {
+			t0 := time.Now()
+			w.wake(ctx)
+			return time.Since(t0)
+		}
+		first, second := withHost(context.Background(), "b#1"), withHost(context.Background(), "b#2")
+		other := withHost(context.Background(), "a#1")
+		w.armStartPauseUntil("b", time.Now().Add(40*time.Second))
+		if !w.pausedUntil("b").Equal(time.Now().Add(40 * time.Second)) {
+			t.Fatalf("pausedUntil = %s, want the moment armed", w.pausedUntil("b"))
+		}
+		w.startPaused(other, "a", lease.Start{Position: "sequence:s1:9", Generation: "g3", Order: 3})
+		if d := frozenFor(other); d != 0 {
+			t.Fatalf("a host of another deployment froze for %s", d)
+		}
+		time.Sleep(5 * time.Second)
+		w.startPaused(first, "b", lease.Start{Position: "sequence:s1:9", Generation: "g3", Order: 3})
+		if d := frozenFor(first); d != 35*time.Second {
+			t.Fatalf("the first host was frozen for %s, want 35s (until the moment)", d)
+		}
+		w.startPaused(second, "b", lease.Start{Position: "horizon", Generation: "g3", Order: 3, Keep: true})
+		if d := frozenFor(second); d != 0 {
+			t.Fatalf("a host that wrote a start after the moment froze for %s", d)
+		}
+	})
+}

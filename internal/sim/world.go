@@ -349,7 +349,8 @@ func (w *World) apply(e Event) {
 }
 
 // resolveStart turns a configured start into the text form a coordinator
-// takes: offsets become Unix milliseconds, "sequence" a written record.
+// takes: offsets become Unix milliseconds, "sequence" a written record
+// ("sequence-closed" one of a closed shard, when one was written).
 func (w *World) resolveStart(start string) string {
 	switch {
 	case strings.HasPrefix(start, "timestamp:"):
@@ -358,8 +359,8 @@ func (w *World) resolveStart(start string) string {
 			return start
 		}
 		return "timestamp:" + strconv.FormatInt(time.Now().Add(d).UnixMilli(), 10)
-	case start == "sequence":
-		x := w.pickRecord()
+	case start == "sequence", start == "sequence-closed":
+		x := w.pickRecord(start == "sequence-closed")
 		if x == nil {
 			return "latest" // nothing written yet
 		}
@@ -368,17 +369,24 @@ func (w *World) resolveStart(start string) string {
 	return start
 }
 
-// pickRecord picks a written record of the current incarnation.
-func (w *World) pickRecord() *rec {
+// pickRecord picks a written record of the current incarnation: of a
+// closed shard, when closed and one was written.
+func (w *World) pickRecord(closed bool) *rec {
 	inc := w.incNow()
 	c := w.chk
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var all []*rec
+	var all, ofClosed []*rec
 	for _, s := range c.sh {
 		if s.key.inc == inc && len(s.recs) > 0 {
 			all = append(all, s.recs...)
+			if s.closed {
+				ofClosed = append(ofClosed, s.recs...)
+			}
 		}
+	}
+	if closed && len(ofClosed) > 0 {
+		all = ofClosed
 	}
 	if len(all) == 0 {
 		return nil
@@ -507,7 +515,7 @@ func (w *World) recreate(e Event) {
 		w.mu.Lock()
 		st := w.starts[i]
 		w.mu.Unlock()
-		if st == "sequence" {
+		if strings.HasPrefix(st, "sequence") {
 			// A start not seen before (a rollback to a superseded one would
 			// be stale and change nothing).
 			w.apply(Event{Kind: Redeploy, Deployment: i, Start: "timestamp:+0s"})
@@ -564,6 +572,14 @@ func (w *World) supersede(e Event) {
 		w.disarmStartPause(dep)
 		w.tr.add("", "", "no host of %s wrote start %s to pause", dep, at)
 		return
+	}
+	if e.Overlap > 0 {
+		// The passes applying the newer start pause too, as their first
+		// write leaves, until just after the older one's hosts wake: they
+		// decided on rows that the older start's late writes then change.
+		until := w.pausedUntil(dep).Add(e.Overlap)
+		w.armStartPauseUntil(w.cfg.Deployments[e.By].Name, until)
+		w.tr.add("", "", "the hosts of %s that write a start freeze until %s after those of %s wake", w.cfg.Deployments[e.By].Name, e.Overlap, dep)
 	}
 	w.apply(Event{Kind: Redeploy, Deployment: e.By, Start: e.Start})
 }
