@@ -116,6 +116,19 @@ func (w *World) startPaused(ctx context.Context, dep string, st lease.Start) {
 	}
 }
 
+// frozenUntil is when the last frozen host wakes (zero when none was).
+func (h *hostFaults) frozenUntil() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var last time.Time
+	for _, until := range h.frozen {
+		if until.After(last) {
+			last = until
+		}
+	}
+	return last
+}
+
 // noteHost registers a new host.
 func (h *hostFaults) noteHost(name string) {
 	h.mu.Lock()
