@@ -459,11 +459,10 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		// that lists it and keeps it as it is owes nothing sooner: its
 		// coordinators re-open it while the ancestor the missed one
 		// re-opened is still to be read (reopenedParent; world 1,000,840).
-		own := s.ownOrder()
+		order = max(s.ownOrder(), s.missedPrior)
 		if s.kept > s.missed && c.reopening(k, s) {
-			own, reopening = s.appliedOrCreated(), true
+			order, reopening = s.beforeReopening(), true
 		}
-		order = max(own, s.missedPrior)
 	case restarting:
 		// Any run may take the row before the start lands (a coordinator
 		// of the older generation): it reads under what governed the row.
@@ -474,7 +473,7 @@ func (c *checker) took(run, owner string, row lease.Lease) {
 		// the row too (reopenedParent), and until that start lands the run
 		// reads under what governed the row when the superseded one was
 		// recorded.
-		order, reopening = max(s.appliedOrCreated(), s.prior), true
+		order, reopening = s.beforeReopening(), true
 	default:
 		order = c.readOrder(k, s)
 	}
@@ -549,6 +548,16 @@ func (s *shardState) appliedOrCreated() int64 {
 	return s.applied
 }
 
+// beforeReopening is what shard s's row reads under until the coordinator
+// re-opens it (reopening): what governed it when the superseded generation
+// was recorded (or the one whose listing missed it).
+func (s *shardState) beforeReopening() int64 {
+	if s.missed > s.applied {
+		return max(s.appliedOrCreated(), s.missedPrior)
+	}
+	return max(s.appliedOrCreated(), s.prior)
+}
+
 // reopening reports whether a generation that keeps shard s's row as it
 // is, newer than any start that reached the row, superseded one that
 // reached an ancestor of s and not s, and that ancestor is still to be
@@ -557,6 +566,9 @@ func (s *shardState) appliedOrCreated() int64 {
 // re-opening comes: a row that had not gone on meanwhile (no checkpoint,
 // no holder) is kept, and reads under the generation that keeps it.
 func (c *checker) reopening(k shardKey, s *shardState) bool {
+	if s.kept <= s.applied || (len(s.void) == 0 && s.missed <= s.applied) {
+		return false // before the clone: deliveries ask this of every row
+	}
 	voids := maps.Clone(s.void)
 	if s.missed > s.applied {
 		// A generation whose listing missed the row re-opens it as one
@@ -565,9 +577,6 @@ func (c *checker) reopening(k shardKey, s *shardState) bool {
 			voids = map[int64]bool{}
 		}
 		voids[s.missed] = true
-	}
-	if s.kept <= s.applied || len(voids) == 0 {
-		return false
 	}
 	seen := map[string]bool{}
 	var reached func(ids []string) bool
@@ -603,13 +612,10 @@ func (c *checker) reopening(k shardKey, s *shardState) bool {
 // landing before the keeping one's, world 437), as a run taken now would:
 // under what governed the row before, until the coordinator re-opens it.
 func (c *checker) deliveryOrder(s *shardState, take runTake) (int64, bool) {
-	if take.reopening || s.kept <= s.applied || (len(s.void) == 0 && s.missed <= s.applied) || !c.reopening(s.key, s) {
+	if take.reopening || !c.reopening(s.key, s) {
 		return take.order, take.reopening
 	}
-	o := max(s.appliedOrCreated(), s.prior)
-	if s.missed > s.applied {
-		o = max(s.appliedOrCreated(), s.missedPrior)
-	}
+	o := s.beforeReopening()
 	if o >= take.order {
 		return take.order, false
 	}

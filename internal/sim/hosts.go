@@ -47,26 +47,26 @@ type startPause struct {
 // generation of that start pause part way, and the rest of their starts
 // land when they wake. The channel is closed when the first one freezes.
 func (w *World) armStartPause(dep, at string, d time.Duration) <-chan struct{} {
-	p := &startPause{at: at, d: d, met: make(chan struct{})}
-	w.hf.mu.Lock()
-	if w.hf.startPause == nil {
-		w.hf.startPause = map[string]*startPause{}
-	}
-	w.hf.startPause[dep] = p
-	w.hf.mu.Unlock()
-	return p.met
+	return w.armPause(dep, &startPause{at: at, d: d})
 }
 
 // armStartPauseUntil arms a pause of the hosts of deployment dep that
 // write any start from now: each one freezes as its write leaves, until
 // the moment until.
 func (w *World) armStartPauseUntil(dep string, until time.Time) {
+	w.armPause(dep, &startPause{until: until})
+}
+
+// armPause arms p for deployment dep, replacing its pause armed before.
+func (w *World) armPause(dep string, p *startPause) <-chan struct{} {
+	p.met = make(chan struct{})
 	w.hf.mu.Lock()
+	defer w.hf.mu.Unlock()
 	if w.hf.startPause == nil {
 		w.hf.startPause = map[string]*startPause{}
 	}
-	w.hf.startPause[dep] = &startPause{until: until, met: make(chan struct{})}
-	w.hf.mu.Unlock()
+	w.hf.startPause[dep] = p
+	return p.met
 }
 
 // pausedUntil is when deployment dep's start pause ends (zero before a
