@@ -152,7 +152,13 @@ func newGeneration(prev lease.Generation, found bool, sub Subscription, listing 
 //     and the shards are listed after it, so a shard closed in between
 //     holds records newer than the tip; it is read from the tip to its end
 //     (at once when there are none), and one already read to its end is
-//     not read again;
+//     not read again. Unless the row's start is a timestamp later than the
+//     tip (an older generation's start in the future, or a reader's pin):
+//     read under it, the shard skipped the records between the tip and it,
+//     so its checkpoint is cleared, SHARD_END included. The row may be read
+//     to its end under that start between this pass reading it and the
+//     write landing, since the pass lists the shards long before: world 300
+//     of the simulator;
 //   - horizon or a timestamp: every shard at the start, its checkpoint
 //     (SHARD_END included) cleared, so closed shards still in retention are
 //     read again, parents before children;
@@ -174,6 +180,8 @@ func startFor(g lease.Generation, sub Subscription, s shards.Shard, row lease.Le
 		return st, err
 	}
 	switch p.Kind {
+	case reader.Latest:
+		st.ClearCheckpoint = hasRow && !st.Fresh && opensLater(row.Start, g)
 	case reader.Horizon, reader.Timestamp:
 		st.ClearCheckpoint = true
 	case reader.Sequence:

@@ -136,6 +136,45 @@ func TestStartFor(t *testing.T) {
 	}
 }
 
+// TestStartFor_LatestOverAShardReadToItsEndUnderALaterStart: world 300.
+// A latest generation's tip falls before the start of the generation it
+// supersedes, a start in the future when that one was deployed. The shard
+// was read to its end under the older start before the latest one reached
+// its row (its pass listed the shards, then took long to apply): the
+// records between the tip and the older start were skipped, and the
+// latest start owes them, so it reads the shard again from the tip. It
+// does so over a row not yet read to its end as well: the pass decides on
+// the row as it read it, and it may be read to its end before the write
+// lands. A row read under an earlier start keeps its checkpoint.
+func TestStartFor_LatestOverAShardReadToItsEndUnderALaterStart(t *testing.T) {
+	g := lease.Generation{ID: "g", Start: "timestamp:5000", Tip: "timestamp:5000", Order: 3, Incarnation: 7}
+	closed := shards.Shard{ID: "b", EndingSequence: "9"}
+	for _, c := range []struct {
+		name  string
+		row   lease.Lease
+		clear bool
+	}{
+		{"ReadToItsEndUnderALaterStart", lease.Lease{Start: "timestamp:9000", Checkpoint: lease.ShardEnd}, true},
+		{"ReadToItsEndUnderAnEarlierStart", lease.Lease{Start: "timestamp:1000", Checkpoint: lease.ShardEnd}, false},
+		{"ReadToItsEndUnderTheHorizon", lease.Lease{Start: "horizon", Checkpoint: lease.ShardEnd}, false},
+		{"ReadToItsEndWithNoStart", lease.Lease{Checkpoint: lease.ShardEnd}, false},
+		{"NotReadToItsEndYet", lease.Lease{Start: "timestamp:9000", Checkpoint: "42"}, true},
+		{"NothingReadYet", lease.Lease{Start: "timestamp:9000"}, true},
+		{"ReadUnderAnEarlierStart", lease.Lease{Start: "timestamp:1000", Checkpoint: "42"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.row.Incarnation = 7
+			got, err := startFor(g, Subscription{Start: "latest"}, closed, c.row, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ClearCheckpoint != c.clear || got.Position != g.Tip {
+				t.Fatalf("startFor = %+v, want the tip with ClearCheckpoint %v", got, c.clear)
+			}
+		})
+	}
+}
+
 func TestReopenedParent(t *testing.T) {
 	child := shards.Shard{ID: "c", ParentID: "p", AdjacentParentID: "q"}
 	reopenedAt := func(order int64) lease.Lease {

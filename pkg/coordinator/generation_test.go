@@ -492,10 +492,11 @@ func TestPass_AGenerationRestartsMissedChildrenThatCarryAnOlderLateStart(t *test
 }
 
 // The same, when a child was read from the older start before the newer
-// generation was applied, and the newer one keeps the parent as it is (a
-// latest start): the checkpoint does not make the older start stand, since
-// records before it, which the newer generation owes, were skipped. The
-// child is read again from its first record.
+// generation, a latest start, was applied: the checkpoint does not make the
+// older start stand, since records before it, which the newer generation
+// owes, were skipped. The parent, read to its end under the older start,
+// later than the newer tip, is read again from the tip (world 300 of the
+// simulator), and the children after it, from the same place.
 func TestPass_AGenerationRestartsMissedChildrenReadFromAnOlderLateStart(t *testing.T) {
 	const parent = "shardId-000000000000"
 	future := "timestamp:" + strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
@@ -522,11 +523,15 @@ func TestPass_AGenerationRestartsMissedChildrenReadFromAnOlderLateStart(t *testi
 	m.showOnParentStart(parent)
 	pass(t, y)
 	rows := rowsOf(t, ms, stream)
+	tip := first.Generation.Tip
+	if r := rows[parent]; r.Start != tip || r.GenerationOrder != first.Generation.Order || r.Checkpoint != "" {
+		t.Fatalf("parent = %+v, want it re-opened at the tip %s under the new generation, not left read to its end from %s", r, tip, future)
+	}
 	for _, l := range children {
 		r := rows[l.ShardID]
-		if r.Start != "horizon" || r.GenerationOrder != first.Generation.Order || r.Checkpoint != "" || !r.Revoked {
-			t.Fatalf("child %s = %+v, want it re-opened at its first record under the new generation, its holder revoked, not left at %s",
-				l.ShardID, r, future)
+		if r.Start != tip || r.GenerationOrder != first.Generation.Order || r.Checkpoint != "" || !r.Revoked {
+			t.Fatalf("child %s = %+v, want it re-opened at the tip %s under the new generation, its holder revoked, not left at %s",
+				l.ShardID, r, tip, future)
 		}
 	}
 }
