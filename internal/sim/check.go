@@ -839,16 +839,28 @@ func timestampOf(pos string) (time.Time, bool) {
 // setStart notes a start recorded on a row (changed: it was written),
 // with the row as it is now.
 func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lease.Lease) {
-	if !changed || st.Keep {
-		// A keep raises the row's order and changes nothing it owes: the
-		// generation's record said it keeps the row (generation), or its
-		// rule follows an older start that landed first (ifAbsent below).
+	if !changed {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := shardKey{c.incOf(st.Incarnation), shardID}
 	s := c.shard(k)
+	if st.Keep {
+		// A keep raises the row's order and changes nothing it owes: the
+		// generation's record said it keeps the row (generation), or its
+		// rule follows an older start that landed first (ifAbsent below).
+		// But a row kept with no checkpoint and no holder is read from its
+		// start again, after its parents, which the generation may have
+		// re-opened (reopenedParent leaves such a row): what it delivered
+		// before counts no more as first deliveries, as on a row re-opened
+		// (world 31).
+		if row.Checkpoint == "" && !row.Held() && len(s.parents) > 0 {
+			c.reset(s)
+			s.cfgEpoch = s.epoch
+		}
+		return
+	}
 	s.applied = max(s.applied, st.Order)
 	if !st.Finished && !st.ClearCheckpoint && !st.Fresh && row.Finished() {
 		// A start that keeps the checkpoint (latest, a sequence start) on a
@@ -858,13 +870,19 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 		// sequence start of the shard keeps the row, as it does one
 		// finished when it is recorded (ruleFor), so what governed the row
 		// before is what is owed, on the row and by its children's first
-		// deliveries. (A timestamp rule owes nothing after a shard's end.)
-		if r, ok := c.rules[st.Order][shardID]; ok && c.ruleInc[st.Order] == k.inc && r.kind == owesFromSeq {
+		// deliveries. (A timestamp rule owes nothing after a shard's end,
+		// unless the row was read under a later one: below.)
+		r, ok := c.rules[st.Order][shardID]
+		if ok && c.ruleInc[st.Order] == k.inc && r.kind == owesFromSeq {
 			delete(c.rules[st.Order], shardID)
 		}
-		if s.cfg != nil && s.cfg.order == st.Order {
+		if s.cfg != nil && s.cfg.order == st.Order && !(ok && skippedFrom(s.row, r)) {
 			s.cfg, s.cfgEpoch = s.row, s.epoch
 		}
+		// Else the shard was read to its end under a start later than this
+		// one's (an older generation's start in the future): the records
+		// between them, which it skipped, are still owed, in any epoch (the
+		// coordinator re-opens such a row: world 300).
 		return
 	}
 	c.reset(s)
@@ -925,6 +943,12 @@ func (c *checker) setStart(shardID string, st lease.Start, changed bool, row lea
 	if st.Finished {
 		c.shardEnd(s, "generation "+st.Generation)
 	}
+}
+
+// skippedFrom reports whether a shard read under row's rule skipped
+// records that r, a timestamp start, owes: row opens at a later time.
+func skippedFrom(row, r *rule) bool {
+	return r.kind == owesFromArrival && row != nil && row.kind == owesFromArrival && row.at.After(r.at)
 }
 
 // startedAt makes rr, the rule of a start of generation order that landed

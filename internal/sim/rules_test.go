@@ -441,3 +441,78 @@ func TestChecker_ASequenceStartLandingOnARowReopenedSinceItsRecordReadsFromItsRe
 		t.Fatalf("P owes %+v, want generation 3's, from its record", r)
 	}
 }
+
+// TestChecker_AKeptChildWithNoCheckpointIsReadFromItsStartAgain: world 31
+// (a Supersede whose newer start's passes wake just after the older
+// one's). A run of the child delivers its record, its checkpoint is lost,
+// and it lets the row go. Generation 3, which keeps rows as they are,
+// re-opens the parent at the start of generation 2, which it superseded
+// (reopenedParent), and keeps the child, which has no checkpoint and no
+// holder: the child is read from its start again once the parent is read
+// again. The function sees the child's record, then the parent's again,
+// then the child's again, a replay in order; the first deliveries that
+// count for the write order are those after the keep.
+func TestChecker_AKeptChildWithNoCheckpointIsReadFromItsStartAgain(t *testing.T) {
+	rows := map[string]rowAt{"P": {existed: true}, "C": {existed: true}}
+	c := parentAndChild(t, "P", "P", "C")
+	setHorizon(c, "C", 1)
+	at := time.Now()
+	c.produced(c.cur, 7, 0, "P", "1", at, types.PutRecordsRequestEntry{})
+	c.produced(c.cur, 7, 1, "C", "2", at, types.PutRecordsRequestEntry{})
+	deliver := func(run, id, seq string) {
+		c.took(run, "loop/"+run, lease.Lease{ShardID: id})
+		c.delivery("d", "loop/"+run, run, id, []string{seq}, time.Now(), 1)
+	}
+	deliver("r1", "P", "1")
+	endShard(c, "P")
+	deliver("r2", "C", "2") // its checkpoint lost; the run lets the row go
+	c.generation(keptGen(2, "horizon", "P", "C"), rows)
+	c.generation(keptGen(3, seqOfX, "P", "C"), rows)
+	c.setStart("P", lease.Start{Position: "horizon", Generation: "g3", Order: 3, ClearCheckpoint: true}, true, lease.Lease{ShardID: "P"})
+	c.setStart("C", lease.Start{Position: seqOfX, Generation: "g3", Order: 3, Keep: true}, true, lease.Lease{ShardID: "C"})
+	deliver("r3", "P", "1")
+	endShard(c, "P")
+	deliver("r4", "C", "2")
+	c.finish()
+	for _, v := range c.violations {
+		t.Errorf("violation: %s", v.What)
+	}
+}
+
+// TestChecker_ALatestStartOverAShardReadToItsEndUnderALaterStart: world
+// 300. A shard is read to its end under generation 1's start, a time after
+// generation 2's tip; generation 2, a latest start (its tip as a
+// timestamp), lands on the row after that, keeping its checkpoint. The
+// records between the tip and generation 1's start were skipped and stay
+// owed: left so, they are lost. Read to its end under an earlier start,
+// the shard owes nothing more.
+func TestChecker_ALatestStartOverAShardReadToItsEndUnderALaterStart(t *testing.T) {
+	for _, tc := range []struct {
+		name, older string
+		lost        bool
+	}{
+		{"UnderALaterStart", "timestamp:3000000", true},
+		{"UnderAnEarlierStart", "timestamp:1500000", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := map[string]rowAt{"P": {existed: true}}
+			c := newChecker(newTracer(time.Now()))
+			c.shardShape(c.cur, "P", nil, true)
+			c.generation(keptGen(1, tc.older, "P"), rows)
+			c.setStart("P", lease.Start{Position: tc.older, Generation: "g1", Order: 1, ClearCheckpoint: true}, true, lease.Lease{ShardID: "P"})
+			c.produced(c.cur, 7, 0, "P", "1", time.UnixMilli(2500000), types.PutRecordsRequestEntry{})
+			if !tc.lost { // read under the earlier start, it was delivered
+				c.took("r1", "loop/r1", lease.Lease{ShardID: "P"})
+				c.delivery("d", "loop/r1", "r1", "P", []string{"1"}, time.Now(), 1)
+			}
+			endShard(c, "P")
+			latest := lease.Generation{ID: "g2", Start: "timestamp:2000000", Tip: "timestamp:2000000", Order: 2, Shards: []string{"P"}}
+			c.generation(latest, map[string]rowAt{"P": {existed: true, finished: true}})
+			c.setStart("P", lease.Start{Position: latest.Start, Generation: "g2", Order: 2}, true, lease.Lease{ShardID: "P", Checkpoint: lease.ShardEnd})
+			c.finish()
+			if lost := len(c.violations) > 0; lost != tc.lost {
+				t.Fatalf("violations %v, want the skipped record found lost: %v", c.violations, tc.lost)
+			}
+		})
+	}
+}

@@ -396,6 +396,8 @@ func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 		if err == nil && ok && st.Keep {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), "", "%s: row kept by generation %d (from %d)", s.dep, st.Order, st.From)
+			row, _ := s.t.inner.Get(ctx, stream, shardID)
+			w.chk.setStart(shardID, st, ok, row)
 		} else if err == nil && ok {
 			w := s.t.w
 			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, if unread %v, fresh %v)",
