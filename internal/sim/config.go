@@ -755,21 +755,34 @@ func Draw(seed uint64) Config {
 	// future start may write it on the split's children meanwhile, or take
 	// them and read from it. The newer generation owes those children from
 	// their first record, which is earlier.
+	//
+	// A latest one goes 5 to 35 s before the future start instead: its tip
+	// comes before that start, and its record lands after it, so the
+	// split's parent may be read to its end under the future start,
+	// skipping what the latest one owes, before its start reaches the row
+	// (world 300).
 	if i := slices.IndexFunc(c.Events, func(e Event) bool {
 		return e.Kind == Redeploy && strings.HasPrefix(e.Start, "timestamp:+")
 	}); i >= 0 && c.Faults.SlowStart > 0 && f() < 0.75 {
 		e := &c.Events[i]
-		e.Start = fmt.Sprintf("timestamp:+%s", between(150*time.Second, 240*time.Second).Round(time.Second))
-		at, dep := e.At+between(60*time.Second, 90*time.Second), e.Deployment
+		ahead := between(150*time.Second, 240*time.Second).Round(time.Second)
+		e.Start = fmt.Sprintf("timestamp:+%s", ahead)
+		after := between(60*time.Second, 90*time.Second)
+		at, dep := e.At+after, e.Deployment
 		c.ReshardDelay = max(c.ReshardDelay, between(4*time.Second, 12*time.Second))
+		lead, splitPick := between(0, 1500*time.Millisecond), f()
+		start := pick("horizon", "timestamp:-10m", "latest")
+		if start == "latest" {
+			at = e.At + ahead - (after - 55*time.Second)
+		}
 		// Other reshards near it would leave the stream UPDATING, and
 		// Kinesis refuses a split then.
 		c.Events = slices.DeleteFunc(c.Events, func(x Event) bool {
 			return (x.Kind == Split || x.Kind == Merge) && x.At > at-2*c.ReshardDelay && x.At < at+c.ReshardDelay
 		})
-		x := racedSplit{split: at - between(0, 1500*time.Millisecond), redeploy: at}
-		c.Events = append(c.Events, Event{At: x.split, Kind: Split, Pick: f()},
-			Event{At: at, Kind: Redeploy, Deployment: dep, Start: pick("horizon", "timestamp:-10m", "latest")})
+		x := racedSplit{split: at - lead, redeploy: at}
+		c.Events = append(c.Events, Event{At: x.split, Kind: Split, Pick: splitPick},
+			Event{At: at, Kind: Redeploy, Deployment: dep, Start: start})
 		raced = append(raced, x)
 		c.Faults.SlowRecord = max(c.Faults.SlowRecord, c.ReshardDelay+between(5*time.Second, 15*time.Second))
 	}
@@ -847,7 +860,7 @@ func Draw(seed uint64) Config {
 	//
 	// In the other worlds with two deployments and such a redeploy, the
 	// passes applying the newer start pause too, as their first write
-	// leaves, until 1 to 15 s after the older one's hosts wake (Overlap):
+	// leaves, until 0.1 to 2 s after the older one's hosts wake (Overlap):
 	// they decided on rows that the older start's writes, landing first,
 	// then change. Their start names a record of a closed shard when one
 	// was written ("sequence-closed"): a start decided on a parent read to
@@ -858,7 +871,7 @@ func Draw(seed uint64) Config {
 		e := c.Events[i]
 		s := Event{At: e.At, Kind: Supersede, Deployment: e.Deployment, By: 1 - e.Deployment, Start: "sequence"}
 		if c.Faults.SlowStart == 0 || f() >= 0.5 {
-			s.Start, s.Overlap = "sequence-closed", between(time.Second, 15*time.Second)
+			s.Start, s.Overlap = "sequence-closed", between(100*time.Millisecond, 2*time.Second)
 		}
 		s.Pause = between(30*time.Second, 90*time.Second)
 		c.Events = append(c.Events, s)
