@@ -466,6 +466,9 @@ func (s *store) PutGeneration(ctx context.Context, stream string, g lease.Genera
 			}
 		}
 		w := s.t.w
+		w.mu.Lock()
+		w.recordedAt = time.Now()
+		w.mu.Unlock()
 		w.tr.add("", "", "%s: generation %d recorded: %s start %s tip %s over %d shards (superseded %v)", s.dep, g.Order, g.ID, g.Start, g.Tip, len(g.Shards), g.Superseded)
 		w.chk.generation(g, found)
 		return nil

@@ -64,6 +64,9 @@ type World struct {
 	resolved []string
 	hosts    int
 	names    map[shardKey]string // shardName's, joined once: most trace events name a shard
+	// deployedAt is when a deployment was last deployed, recordedAt when a
+	// generation was last recorded (the drain's configuring).
+	deployedAt, recordedAt time.Time
 }
 
 // driver runs one deployment.
@@ -203,8 +206,12 @@ func Run(cfg Config) *Result {
 	// woken less than half a minute ago): a pass that sleeps mid-way sends
 	// the rest of its starts when it wakes, and what they owe counts
 	// (world 1188, whose superseded horizon starts landed after the drain).
+	//
+	// Nor while a deploy is on its way to the table (configuring): a
+	// generation recorded after the drain owes what it owes too (world
+	// 1,007,781, whose latest redeploy was recorded after the drain).
 	drainEnd := time.Now().Add(cfg.Drain)
-	for (!w.chk.drained(w.incNow()) || time.Now().Before(w.hf.frozenUntil().Add(30*time.Second))) && time.Now().Before(drainEnd) {
+	for (!w.chk.drained(w.incNow()) || time.Now().Before(w.hf.frozenUntil().Add(30*time.Second)) || w.configuring(ctx)) && time.Now().Before(drainEnd) {
 		time.Sleep(2 * time.Second)
 	}
 	w.tr.add("", "", "drained after %s", time.Since(began.Add(cfg.Produce)).Round(time.Second))
@@ -220,6 +227,30 @@ func Run(cfg Config) *Result {
 		parents[k.String()] = s.parents
 	}
 	return &Result{Config: cfg, Violations: w.chk.violations, Stats: w.chk.stats, Simulated: time.Since(began), trace: w.tr, parents: parents}
+}
+
+// deployWait bounds how long the drain waits for a deploy's generation to
+// be recorded: a deploy whose configuration the table has seen, or an older
+// one, records none.
+const deployWait = 2 * time.Minute
+
+// configuring reports whether a deploy is still on its way to the table:
+// no generation recorded since (for at most deployWait), or the one
+// recorded for the current stream not yet applied.
+func (w *World) configuring(ctx context.Context) bool {
+	w.mu.Lock()
+	deployed, recorded := w.deployedAt, w.recordedAt
+	w.mu.Unlock()
+	if deployed.After(recorded) && time.Since(deployed) < deployWait {
+		return true
+	}
+	g, err := w.table.inner.GetGeneration(ctx, streamName)
+	if err != nil || g.Applied {
+		return false
+	}
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	return w.chk.incOf(g.Incarnation) == w.chk.cur
 }
 
 // closed reports whether a shard of the current incarnation is closed.
@@ -310,6 +341,7 @@ func (w *World) apply(e Event) {
 		resolved := w.resolveStart(start)
 		w.mu.Lock()
 		w.starts[e.Deployment], w.resolved[e.Deployment] = start, resolved
+		w.deployedAt = time.Now()
 		w.mu.Unlock()
 		if e.Pause > 0 {
 			w.tr.add("", "", "%s %s with start %q, rolling: a process every %s", e.Kind, d.Name, resolved, e.Pause)
