@@ -56,6 +56,11 @@ func BenchmarkSim(b *testing.B) {
 			note := fmt.Sprintf("seeds %d to %d: %d violating, %d by known bugs%s", first, first+w-1, v, k, m[4])
 			if f := failingLine.FindStringSubmatch(out.String()); f != nil {
 				note += " (worlds " + f[1] + ")"
+				// What broke, kept in make bench's log: a world that breaks
+				// here may not break again when replayed alone.
+				for _, m := range brokeLine.FindAllStringSubmatch(out.String(), 20) {
+					fmt.Println("sim:", m[1])
+				}
 			}
 			notes = append(notes, note)
 			fmt.Printf("sim: seeds %d to %d done, %s in all\n", first, first+w-1, time.Since(began).Round(time.Second))
@@ -72,6 +77,10 @@ func BenchmarkSim(b *testing.B) {
 }
 
 var failingLine = regexp.MustCompile(`sim: worlds that broke the promise: ([\d ]+)`)
+
+// brokeLine is a line of a failing world's report: its name, its world,
+// its violations.
+var brokeLine = regexp.MustCompile(`(?m)^.*?(world \d+ broke the promise.*|world: .*|! .*|panic.*)$`)
 
 var summaryLine = regexp.MustCompile(`sim: (\d+) worlds \(seeds \d+ to \d+\), (\d+) violating \((\d+) more by known bugs([^)]*)\), ([\d.]+) simulated hours in \S+: (\d+) worlds a minute`)
 
