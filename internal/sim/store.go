@@ -393,19 +393,19 @@ func (s *store) SetStart(ctx context.Context, stream, shardID string, st lease.S
 		var ok bool
 		ok, err = s.t.inner.SetStart(ctx, stream, shardID, st)
 		keep(ctx, &changed, ok)
-		if err == nil && ok && st.Keep {
-			w := s.t.w
+		if err != nil || !ok {
+			return err
+		}
+		w := s.t.w
+		if st.Keep {
 			w.tr.add(w.shardName(shardID), "", "%s: row kept by generation %d (from %d)", s.dep, st.Order, st.From)
-			row, _ := s.t.inner.Get(ctx, stream, shardID)
-			w.chk.setStart(shardID, st, ok, row)
-		} else if err == nil && ok {
-			w := s.t.w
+		} else {
 			w.tr.add(w.shardName(shardID), "", "%s: start %s recorded (generation %d, clear %v, finished %v, if absent %v, if unread %v, fresh %v)",
 				s.dep, st.Position, st.Order, st.ClearCheckpoint, st.Finished, st.IfAbsent, st.IfUnread, st.Fresh)
-			row, _ := s.t.inner.Get(ctx, stream, shardID)
-			w.chk.setStart(shardID, st, ok, row)
 		}
-		return err
+		row, _ := s.t.inner.Get(ctx, stream, shardID)
+		w.chk.setStart(shardID, st, ok, row)
+		return nil
 	})
 	return changed, err
 }

@@ -202,16 +202,8 @@ func Run(cfg Config) *Result {
 	prodWG.Wait()
 	w.tr.add("", "", "production ends: %d records", w.chk.stats.Produced)
 
-	// Drained: every record owed settled, and no host still frozen (nor
-	// woken less than half a minute ago): a pass that sleeps mid-way sends
-	// the rest of its starts when it wakes, and what they owe counts
-	// (world 1188, whose superseded horizon starts landed after the drain).
-	//
-	// Nor while a deploy is on its way to the table (configuring): a
-	// generation recorded after the drain owes what it owes too (world
-	// 1,007,781, whose latest redeploy was recorded after the drain).
 	drainEnd := time.Now().Add(cfg.Drain)
-	for (!w.chk.drained(w.incNow()) || time.Now().Before(w.hf.frozenUntil().Add(30*time.Second)) || w.configuring(ctx)) && time.Now().Before(drainEnd) {
+	for !w.drained(ctx) && time.Now().Before(drainEnd) {
 		time.Sleep(2 * time.Second)
 	}
 	w.tr.add("", "", "drained after %s", time.Since(began.Add(cfg.Produce)).Round(time.Second))
@@ -227,6 +219,17 @@ func Run(cfg Config) *Result {
 		parents[k.String()] = s.parents
 	}
 	return &Result{Config: cfg, Violations: w.chk.violations, Stats: w.chk.stats, Simulated: time.Since(began), trace: w.tr, parents: parents}
+}
+
+// drained reports whether the world is drained: every record owed
+// settled, and no host still frozen (nor woken less than half a minute
+// ago): a pass that sleeps mid-way sends the rest of its starts when it
+// wakes, and what they owe counts (world 1188, whose superseded horizon
+// starts landed after the drain). Nor while a deploy is on its way to the
+// table (configuring): a generation recorded after the drain owes what it
+// owes too (world 1,007,781, whose latest redeploy was recorded after it).
+func (w *World) drained(ctx context.Context) bool {
+	return w.chk.drained(w.incNow()) && !time.Now().Before(w.hf.frozenUntil().Add(30*time.Second)) && !w.configuring(ctx)
 }
 
 // deployWait bounds how long the drain waits for a deploy's generation to
