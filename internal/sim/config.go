@@ -690,7 +690,8 @@ func Draw(seed uint64) Config {
 	}
 	// raced are the splits UPDATING when a generation is listed, each with
 	// its redeploy.
-	type racedSplit struct{ split, redeploy time.Duration }
+	// land, when set, is the least the redeploy's record takes to land.
+	type racedSplit struct{ split, redeploy, land time.Duration }
 	var raced []racedSplit
 	// A split still UPDATING when a generation is recorded, in nine in
 	// ten worlds with generation races, drawn last: the redeployed
@@ -756,11 +757,15 @@ func Draw(seed uint64) Config {
 	// them and read from it. The newer generation owes those children from
 	// their first record, which is earlier.
 	//
-	// A latest one goes 5 to 35 s before the future start instead: its tip
-	// comes before that start, and its record lands after it, so the
-	// split's parent may be read to its end under the future start,
-	// skipping what the latest one owes, before its start reaches the row
-	// (world 300).
+	// A latest one goes 5.5 to 20.5 s before the future start instead: its
+	// tip comes before that start, and its record lands 2 to 6 s after
+	// the split's parent is closed and the future start has come, so the
+	// parent is read to its end under the future start, skipping what the
+	// latest one owes, before the latest start reaches the row (world
+	// 300). Nothing else records a generation between the two and until
+	// the latest one lands (no redeploy, no crashed runner starting again,
+	// no re-creation): it would supersede the future start before its
+	// rows are read to their end.
 	if i := slices.IndexFunc(c.Events, func(e Event) bool {
 		return e.Kind == Redeploy && strings.HasPrefix(e.Start, "timestamp:+")
 	}); i >= 0 && c.Faults.SlowStart > 0 && f() < 0.75 {
@@ -772,15 +777,21 @@ func Draw(seed uint64) Config {
 		c.ReshardDelay = max(c.ReshardDelay, between(4*time.Second, 12*time.Second))
 		lead, splitPick := between(0, 1500*time.Millisecond), f()
 		start := pick("horizon", "timestamp:-10m", "latest")
+		var land time.Duration
 		if start == "latest" {
-			at = e.At + ahead - (after - 55*time.Second)
+			from, gap := e.At, (after-55*time.Second)/2+3*time.Second
+			at = from + ahead - gap
+			land = gap + c.ReshardDelay + between(2*time.Second, 6*time.Second)
+			c.Events = slices.DeleteFunc(c.Events, func(x Event) bool {
+				return (x.Kind == Redeploy || x.Kind == Crash || x.Kind == Recreate) && x.At > from && x.At < at+land
+			})
 		}
 		// Other reshards near it would leave the stream UPDATING, and
 		// Kinesis refuses a split then.
 		c.Events = slices.DeleteFunc(c.Events, func(x Event) bool {
 			return (x.Kind == Split || x.Kind == Merge) && x.At > at-2*c.ReshardDelay && x.At < at+c.ReshardDelay
 		})
-		x := racedSplit{split: at - lead, redeploy: at}
+		x := racedSplit{split: at - lead, redeploy: at, land: land}
 		c.Events = append(c.Events, Event{At: x.split, Kind: Split, Pick: splitPick},
 			Event{At: at, Kind: Redeploy, Deployment: dep, Start: start})
 		raced = append(raced, x)
@@ -825,7 +836,7 @@ func Draw(seed uint64) Config {
 		c.Faults.SlowStart = max(c.Faults.SlowStart, 0.7+0.3*f())
 		after := c.ReshardDelay + between(100*time.Millisecond, time.Second) + between(0, c.Reader.Relist)
 		for _, x := range raced {
-			c.Faults.SlowRecordMin = max(c.Faults.SlowRecordMin, time.Second, x.split+after+c.ReshardDelay+500*time.Millisecond-x.redeploy)
+			c.Faults.SlowRecordMin = max(c.Faults.SlowRecordMin, time.Second, x.split+after+c.ReshardDelay+500*time.Millisecond-x.redeploy, x.land)
 		}
 		c.Faults.SlowRecord = c.Faults.SlowRecordMin + between(time.Second, c.Reader.Relist)
 		// A merge ends both missed children, and their one child waits
