@@ -651,6 +651,11 @@ func (c *checker) generation(g lease.Generation, rows map[string]rowAt) {
 	c.stats.Generations++
 	inc := c.incOf(g.Incarnation)
 	tip, tipOK := timestampOf(g.Tip)
+	if now := time.Now(); tipOK && tip.After(now) {
+		// Pinned on a clock that runs ahead of Kinesis's: a start at the
+		// tip skips what arrives until it, which no rule below can owe.
+		c.fail(shardKey{}, "generation %d is recorded at %s with its tip at %s, ahead of it: what arrives in between is skipped", g.Order, fmtTime(now), fmtTime(tip))
+	}
 	rules := map[string]*rule{}
 	for _, id := range g.Shards {
 		s := c.shard(shardKey{inc, id})
@@ -989,6 +994,9 @@ func (c *checker) pinned(row lease.Lease, start string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.shard(shardKey{c.incOf(row.Incarnation), row.ShardID})
+	if at, ok := timestampOf(start); ok && at.After(time.Now()) {
+		c.fail(s.key, "pinned its opening at %s, ahead of the moment it was written (%s): what arrives in between is skipped", fmtTime(at), fmtTime(time.Now()))
+	}
 	if s.row != nil || s.pin != nil || len(s.parents) > 0 {
 		return // a start reached the row, or it was pinned already, or a child
 	}

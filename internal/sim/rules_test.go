@@ -516,3 +516,38 @@ func TestChecker_ALatestStartOverAShardReadToItsEndUnderALaterStart(t *testing.T
 		})
 	}
 }
+
+// A tip is pinned on Kinesis's clock, a second before its answer: one later
+// than the moment its generation is recorded, or its pin written, was read
+// from a clock that runs ahead, and a latest start (or a shard opening at
+// its tip) would skip what arrives in between. The checker cannot see those
+// records as owed, since it takes what is owed from the tip itself, so it
+// judges the tip.
+func TestChecker_ATipLaterThanTheMomentItIsRecordedIsFound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ahead time.Duration
+		found bool
+	}{
+		{"ASecondBefore", -time.Second, false},
+		{"ThirtySecondsAhead", 30 * time.Second, true},
+	} {
+		tip := fmt.Sprintf("timestamp:%d", time.Now().Add(tc.ahead).UnixMilli())
+		t.Run("Generation"+tc.name, func(t *testing.T) {
+			c := newChecker(newTracer(time.Now()))
+			c.shardShape(c.cur, "P", nil, false)
+			c.generation(lease.Generation{ID: "g1", Start: tip, Tip: tip, Order: 1, Shards: []string{"P"}}, map[string]rowAt{})
+			if found := len(c.violations) > 0; found != tc.found {
+				t.Fatalf("violations %v, want the tip found ahead: %v", c.violations, tc.found)
+			}
+		})
+		t.Run("Pin"+tc.name, func(t *testing.T) {
+			c := newChecker(newTracer(time.Now()))
+			c.shardShape(c.cur, "P", nil, false)
+			c.pinned(lease.Lease{ShardID: "P"}, tip)
+			if found := len(c.violations) > 0; found != tc.found {
+				t.Fatalf("violations %v, want the pin found ahead: %v", c.violations, tc.found)
+			}
+		})
+	}
+}
