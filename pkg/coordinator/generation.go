@@ -158,7 +158,11 @@ func newGeneration(prev lease.Generation, found bool, sub Subscription, listing 
 //     so its checkpoint is cleared, SHARD_END included. The row may be read
 //     to its end under that start between this pass reading it and the
 //     write landing, since the pass lists the shards long before: world 300
-//     of the simulator;
+//     of the simulator. A shard without a row when the pass read it is
+//     cleared too: such a start may reach its row meanwhile (world 1809),
+//     and a write over a row the pass did not read is not conditioned on
+//     it (IfFrom); over a child read from its first record, clearing costs
+//     the records after the tip, read again;
 //   - horizon or a timestamp: every shard at the start, its checkpoint
 //     (SHARD_END included) cleared, so closed shards still in retention are
 //     read again, parents before children;
@@ -181,7 +185,7 @@ func startFor(g lease.Generation, sub Subscription, s shards.Shard, row lease.Le
 	}
 	switch p.Kind {
 	case reader.Latest:
-		st.ClearCheckpoint = hasRow && !st.Fresh && opensLater(row.Start, g)
+		st.ClearCheckpoint = !hasRow || (!st.Fresh && opensLater(row.Start, g))
 	case reader.Horizon, reader.Timestamp:
 		st.ClearCheckpoint = true
 	case reader.Sequence:
