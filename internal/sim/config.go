@@ -887,6 +887,32 @@ func Draw(seed uint64) Config {
 		s.Pause = between(30*time.Second, 90*time.Second)
 		c.Events = append(c.Events, s)
 	}
+	// Holders without a fence that lose the table, in one world in four
+	// whose in-process target stops when its caller gives up (no timeout
+	// told, no Lambda target: nothing runs past the holder's deadline, so
+	// no fence is recorded) and that has a local deployment, drawn last:
+	// there the holder's deadline, a margin short of the lease on its own
+	// clock, is all that keeps it from invoking beside the next owner.
+	// Clocks 4 % apart in nine in ten of them, two or three brown-outs or
+	// late renewal answers on the local deployments (the host cut off from
+	// the table goes on invoking up to its deadline), and local
+	// coordinators relisting every one or two seconds, so that a taker
+	// sees the last renewal soon after it landed.
+	if local := slices.IndexFunc(c.Deployments, func(d Deployment) bool { return !d.Lambda }); local >= 0 &&
+		c.Reader.TargetTimeout == 0 && !c.Reader.LambdaTarget && f() < 0.25 {
+		driftApart()
+		for range 2 + r.IntN(2) {
+			dep := local
+			if j := r.IntN(len(c.Deployments)); !c.Deployments[j].Lambda {
+				dep = j
+			}
+			c.Events = append(c.Events, Event{At: during(), Kind: Strike, Deployment: dep, Pick: f(),
+				Start: pick("brownout", "renewal"), Pause: between(c.Reader.Lease+time.Second, 2*c.Reader.Lease)})
+		}
+		if c.allLocal() {
+			c.Reader.Relist = min(c.Reader.Relist, between(time.Second, 2*time.Second))
+		}
+	}
 	c.keepAbreast()
 	sortEvents(c.Events)
 	return c
