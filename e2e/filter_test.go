@@ -43,7 +43,7 @@ func TestRealShardReaderWithFilterCriteriaDeliversOnlyWhatPasses(t *testing.T) {
 		}
 		entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(keyName(i % 4)), Data: []byte(d)})
 	}
-	stream, table, shard, last := oneShardAtHorizon(ctx, t, entries)
+	stream, table, shard, last := oneShardAtHorizon(ctx, t, "e2e-filter", entries)
 	host, received := hostReaderAndTarget(t, bins, bins.Target, table,
 		"SHARDLOOP_BATCH_SIZE=4",
 		"SHARDLOOP_RUN_LENGTH=5s",
@@ -80,9 +80,11 @@ func TestRealShardReaderWithFilterCriteriaDeliversOnlyWhatPasses(t *testing.T) {
 }
 
 // oneShardAtHorizon creates a one-shard stream and a lease table whose row
-// for the shard starts at the horizon, puts entries, and returns the
-// stream, table, shard and the sequence number of the last entry.
-func oneShardAtHorizon(ctx context.Context, t *testing.T, entries []ktypes.PutRecordsRequestEntry) (stream, table, shard, last string) {
+// for the shard starts at the horizon, taken for the loop owner as a
+// coordinator takes it (a loop's run never takes a free row), puts entries,
+// and returns the stream, table, shard and the sequence number of the last
+// entry.
+func oneShardAtHorizon(ctx context.Context, t *testing.T, owner string, entries []ktypes.PutRecordsRequestEntry) (stream, table, shard, last string) {
 	t.Helper()
 	kin := testaws.Kinesis(t)
 	ddb := testaws.Dynamo(t)
@@ -104,6 +106,9 @@ func oneShardAtHorizon(ctx context.Context, t *testing.T, entries []ktypes.PutRe
 	}
 	shard = aws.ToString(shards.Shards[0].ShardId)
 	if _, err := store.SetStart(ctx, stream, shard, lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Take(ctx, stream, shard, owner); err != nil {
 		t.Fatal(err)
 	}
 	put, err := kin.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})

@@ -49,7 +49,7 @@ func TestRealShardReaderWithTumblingWindowCarriesTheStateToAFinalInvoke(t *testi
 		want = append(want, d)
 		entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(keyName(i % 3)), Data: []byte(d)})
 	}
-	stream, table, shard, last := oneShardAtHorizon(ctx, t, entries)
+	stream, table, shard, last := oneShardAtHorizon(ctx, t, "e2e-window", entries)
 	host, received := hostReaderAndTarget(t, bins, bins.WindowTarget, table,
 		"SHARDLOOP_BATCH_SIZE=4",
 		"SHARDLOOP_RUN_LENGTH=8s",

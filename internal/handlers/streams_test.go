@@ -266,6 +266,9 @@ func TestShardReader_RecordsCarryTheStreamARNAndTheReadersRole(t *testing.T) {
 	if _, err := store.SetStart(t.Context(), stream, shard, lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := store.Take(t.Context(), stream, shard, "loop-1"); err != nil { // the coordinator's take for the loop
+		t.Fatal(err)
+	}
 	if _, err := kc.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"), Data: []byte("r0")}); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ func TestReader_ReadsASplitShardToItsEndInVirtualTime(t *testing.T) {
 		if _, err := store.SetStart(ctx, "orders", shardN(0), lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := store.Take(ctx, "orders", shardN(0), "loop-1"); err != nil { // the coordinator's take for the loop
+			t.Fatal(err)
+		}
 		var got []string
 		target := reader.FuncTarget(func(_ context.Context, b reader.Batch) (int, error) {
 			for _, r := range b.Records {

@@ -1027,8 +1027,35 @@ var coordinatorCases = []conformanceCase{
 		if l.Owner != "coordinated" {
 			t.Fatalf("a coordinator's take of the free child = %+v", l)
 		}
-		// A free shard without parents is still taken by a loop's run.
-		noErr(t)(s.Take(ctx, stream, "root", "rootloop/r1", lease.WithOwnerFamily("rootloop")))
+	}},
+	{"FreeRootIsNotTakenByALoopsRun", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
+		// A shard without parents read to its end and released, then
+		// opened again by a new start, may have descendants still held by
+		// loops of the older generation. A retried invocation of the
+		// loop's last run must not take the free row and replay it beside
+		// them (the simulator's world 7,001,068): only a coordinator,
+		// which checks the descendants, takes a free row.
+		noErr(t)(s.Take(ctx, stream, "root", "loop"))
+		noErr(t)(s.Take(ctx, stream, "root", "loop/r1", lease.WithOwnerFamily("loop")))
+		_, err := s.Checkpoint(ctx, stream, "root", "loop/r1", lease.ShardEnd)
+		must(t, err)
+		must(t, s.Release(ctx, stream, "root", "loop/r1", lease.Handover{}))
+		_, err = s.SetStart(ctx, stream, "root", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+		must(t, err)
+		if _, err := s.Take(ctx, stream, "root", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("take of a free root by a run of a loop: err = %v, want ErrHeld", err)
+		}
+		l, err := s.Take(ctx, stream, "root", "coordinated")
+		must(t, err)
+		if l.Owner != "coordinated" {
+			t.Fatalf("a coordinator's take of the free root = %+v", l)
+		}
+		// Handed back to its loop, it is the loop's run's to take.
+		must(t, s.Release(ctx, stream, "root", "coordinated", lease.Handover{To: "coordinated"}))
+		noErr(t)(s.Take(ctx, stream, "root", "coordinated/r1", lease.WithOwnerFamily("coordinated")))
+		// A row that does not exist (deleted as stale) a loop's run takes
+		// afresh; the reader then judges it by the loop's incarnation.
+		noErr(t)(s.Take(ctx, stream, "absent", "loop/r1", lease.WithOwnerFamily("loop")))
 	}},
 	{"TakeUnchangedOnlyOnTheRowItRead", func(t *testing.T, ctx context.Context, s lease.Store, clock *fakeClock) {
 		// A coordinator's take is conditional on the counter its decision

@@ -276,25 +276,25 @@ func counterIs(c int64) cond {
 	return eq(attrCounter, c)
 }
 
-// takeCond is a take's condition: the row has no owner (and no fence; and,
-// for a loop's run, no parents), or is owner's (or its loop's, without a
-// fence) and not a revoked child; or
-// its counter is the one the taker saw stand still (IfCounter); and it is
-// unchanged (IfUnchanged).
+// takeCond is a take's condition: the row has no owner (and no fence; not
+// for a loop's run), or is owner's (or its loop's, without a fence) and not
+// a revoked child; or its counter is the one the taker saw stand still
+// (IfCounter); and it is unchanged (IfUnchanged).
 func takeCond(owner string, o takeOptions) cond {
 	mine := heldBy(owner)
 	if o.family != "" {
 		mine = or(mine, and(heldBy(o.family), noFence()))
 	}
 	mine = and(mine, or(notExists(attrRevoked), notExists(attrParents)))
-	free := and(notExists(attrOwner), noFence())
-	if o.family != "" {
-		// A loop's run takes a free row only when it has no parents: a
-		// free child may have a parent opened again by a new start, and
-		// only a coordinator checks the parents.
-		free = and(free, notExists(attrParents))
+	// A loop's run never takes a free row: its loop read the shard to its
+	// end or gave it up, and a new start may have opened it again with its
+	// parents, or before descendants still held under an older start; only
+	// a coordinator checks both. A row that does not exist (deleted as
+	// stale) it takes afresh.
+	c := or(notExists(attrKey), mine)
+	if o.family == "" {
+		c = or(and(notExists(attrOwner), noFence()), mine)
 	}
-	c := or(free, mine)
 	if o.ifCounter {
 		c = or(c, counterIs(o.counter))
 	}

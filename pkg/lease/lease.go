@@ -482,10 +482,10 @@ const RunSeparator = "/"
 // handed back with a fence is taken only as any taker takes it: once its
 // counter stood still for as long as the row requires (IfCounter,
 // Observer.ObserveAs). It does not apply to a revoked row of a shard with
-// parents (see Lease.Revoked), and a take with it has a free row only when
-// the shard has no parents: a loop's run that finds its child's row freed
-// (the loop read it to its end, or gave it up, and a new start opened it
-// again) leaves it to a coordinator, which checks the parents.
+// parents (see Lease.Revoked), and a take with it never has a free row: a
+// loop's run that finds its row freed (the loop read it to its end, or gave
+// it up, and a new start opened it again) leaves it to a coordinator, which
+// checks the parents and the descendants still held under an older start.
 func WithOwnerFamily(family string) TakeOption {
 	return func(o *takeOptions) { o.family = family }
 }

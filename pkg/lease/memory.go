@@ -50,17 +50,18 @@ func cloneGeneration(g Generation) Generation {
 }
 
 // takeable reports whether a take by owner with o may have row l: a row
-// free of owner and fence (for a loop's run, of a shard without parents), a
-// counter the taker watched (IfCounter), the taker's own row, or a row
-// handed back to the taker's loop with no fence. A revoked child, or a free
-// one, is not taken by a loop's run: a new start may have opened a parent
-// again, and only a coordinator checks the parents. No row of a later
-// incarnation than o names is taken at all.
+// free of owner and fence (not for a loop's run), a counter the taker
+// watched (IfCounter), the taker's own row, or a row handed back to the
+// taker's loop with no fence. A revoked child, or any free row, is not taken
+// by a loop's run: a new start may have opened a parent again, or opened the
+// row while its descendants are still held under an older start, and only a
+// coordinator checks them. No row of a later incarnation than o names is
+// taken at all.
 func (o takeOptions) takeable(l Lease, owner string) bool {
 	if o.incarnation != 0 && l.Incarnation > o.incarnation {
 		return false // a row of a later incarnation (see WithIncarnation)
 	}
-	free := l.Owner == "" && l.Fence == 0 && (o.family == "" || len(l.ParentShardIDs) == 0)
+	free := l.Owner == "" && l.Fence == 0 && o.family == ""
 	if free || (o.ifCounter && l.Counter == o.counter) {
 		return true
 	}

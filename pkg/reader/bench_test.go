@@ -191,6 +191,9 @@ func BenchmarkReaderThroughput(b *testing.B) {
 		if _, err := mem.SetStart(context.Background(), "bench", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
 			b.Fatal(err)
 		}
+		if _, err := mem.Take(context.Background(), "bench", "shardId-000000000000", "bench-owner"); err != nil { // the coordinator's take for the loop
+			b.Fatal(err)
+		}
 		st := State{Stream: "bench", ShardID: "shardId-000000000000", Owner: "bench-owner"}
 		opts := Options{Kinesis: kin, Store: store, Target: tgt, Mapping: Mapping{BatchSize: batch}, RunLength: MaxRunLength, noReadPacing: true}
 		start := time.Now()
@@ -267,6 +270,9 @@ func drain(b *testing.B, n, batch, factor int, took time.Duration, size int, def
 		b.Fatal(err)
 	}
 	if _, err := store.SetStart(ctx, stream, shard, lease.Start{Position: "horizon", Generation: "g1", Order: 1}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := store.Take(ctx, stream, shard, "drain"); err != nil { // the coordinator's take for the loop
 		b.Fatal(err)
 	}
 	var delivered atomic.Int64

@@ -43,8 +43,11 @@ func (closedShard) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ 
 func Example() {
 	ctx := context.Background()
 	store, _ := lease.NewMemoryStore()
-	// The subscription started at the oldest record (the coordinator records this).
+	// The subscription started at the oldest record, and the loop "loop-1"
+	// was started on the shard (the coordinator records both: a loop's runs
+	// take only a row taken for the loop, or handed back to it).
 	_, _ = store.SetStart(ctx, "orders", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "gen-1", Order: 1})
+	_, _ = store.Take(ctx, "orders", "shardId-000000000000", "loop-1")
 
 	opts := reader.Options{
 		Kinesis: closedShard{},

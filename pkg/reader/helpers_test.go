@@ -134,7 +134,14 @@ func (e *env) opts(tgt Target) Options {
 	}
 }
 
+// state is the state a coordinator starts loop owner with on shard: it
+// takes a free row for the loop first, as coordinator.Pass does (a loop's
+// run never takes a free row itself).
 func (e *env) state(shard, owner string) State {
+	ctx := context.Background()
+	if row, err := e.store.Get(ctx, e.stream, shard); err == nil && row.Owner == "" && row.Fence == 0 {
+		_, _ = e.store.Take(ctx, e.stream, shard, owner)
+	}
 	return State{Stream: e.stream, ShardID: shard, Owner: owner}
 }
 

@@ -113,6 +113,9 @@ func TestRun_StopsDeliveringAtTheLeaseDeadlineAfterASlowRenewal(t *testing.T) {
 		if _, err := mem.SetStart(t.Context(), "s", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g", Order: 1}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := mem.Take(t.Context(), "s", "shardId-000000000000", "A"); err != nil { // the coordinator's take for the loop
+			t.Fatal(err)
+		}
 		began := time.Now()
 		st, err := Run(t.Context(), Options{Kinesis: kin, Store: store, Target: tgt, Mapping: Mapping{BatchSize: 10}, RunLength: time.Minute},
 			State{Stream: "s", ShardID: "shardId-000000000000", Owner: "A"})
@@ -226,6 +229,9 @@ func TestRun_NoDeliveryStartsThatTheTargetsTimeoutWouldCarryPastTheRun(t *testin
 		if _, err := mem.SetStart(t.Context(), "s", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g", Order: 1}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := mem.Take(t.Context(), "s", "shardId-000000000000", "A"); err != nil { // the coordinator's take for the loop
+			t.Fatal(err)
+		}
 		const took = 4 * time.Second // every invocation runs this long, whatever the caller does
 		var ends []time.Time
 		tgt := FuncTarget(func(ctx context.Context, b Batch) (int, error) {
@@ -263,6 +269,9 @@ func TestRun_CheckpointsRideOnTheRenewalsOfABusyShard(t *testing.T) {
 					t.Fatal(err)
 				}
 				if _, err := mem.SetStart(t.Context(), "s", "shardId-000000000000", lease.Start{Position: "horizon", Generation: "g", Order: 1}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := mem.Take(t.Context(), "s", "shardId-000000000000", "A"); err != nil { // the coordinator's take for the loop
 					t.Fatal(err)
 				}
 				counts := &countingLeaseStore{MemoryStore: mem}

@@ -79,7 +79,14 @@ func (m *memStream) close(t *testing.T) {
 	}
 }
 
+// state is the state a coordinator starts loop owner with: it takes a free
+// row for the loop first, as coordinator.Pass does (a loop's run never
+// takes a free row itself).
 func (m *memStream) state(owner string) State {
+	ctx := context.Background()
+	if row, err := m.store.Get(ctx, m.stream, m.shard); err == nil && row.Owner == "" && row.Fence == 0 {
+		_, _ = m.store.Take(ctx, m.stream, m.shard, owner)
+	}
 	return State{Stream: m.stream, ShardID: m.shard, Owner: owner}
 }
 
