@@ -994,8 +994,10 @@ func (c *checker) pinned(row lease.Lease, start string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.shard(shardKey{c.incOf(row.Incarnation), row.ShardID})
-	if at, ok := timestampOf(start); ok && at.After(time.Now()) {
-		c.fail(s.key, "pinned its opening at %s, ahead of the moment it was written (%s): what arrives in between is skipped", fmtTime(at), fmtTime(time.Now()))
+	if at, ok := timestampOf(start); ok {
+		if now := time.Now(); at.After(now) {
+			c.fail(s.key, "pinned its opening at %s, ahead of the moment it was written (%s): what arrives in between is skipped", fmtTime(at), fmtTime(now))
+		}
 	}
 	if s.row != nil || s.pin != nil || len(s.parents) > 0 {
 		return // a start reached the row, or it was pinned already, or a child

@@ -1012,13 +1012,7 @@ var coordinatorCases = []conformanceCase{
 		// loop (a retried invocation of its last run) must not take the
 		// free row and read the child before its parent: only a
 		// coordinator, which checks the parents, takes a free child.
-		noErr(t)(s.Take(ctx, stream, "child", "loop", lease.WithParents("parent")))
-		noErr(t)(s.Take(ctx, stream, "child", "loop/r1", lease.WithOwnerFamily("loop")))
-		_, err := s.Checkpoint(ctx, stream, "child", "loop/r1", lease.ShardEnd)
-		must(t, err)
-		must(t, s.Release(ctx, stream, "child", "loop/r1", lease.Handover{}))
-		_, err = s.SetStart(ctx, stream, "child", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
-		must(t, err)
+		readToItsEndAndReopened(ctx, t, s, "child", lease.WithParents("parent"))
 		if _, err := s.Take(ctx, stream, "child", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("take of a free child by a run of a loop: err = %v, want ErrHeld", err)
 		}
@@ -1035,13 +1029,7 @@ var coordinatorCases = []conformanceCase{
 		// loop's last run must not take the free row and replay it beside
 		// them (the simulator's world 7,001,068): only a coordinator,
 		// which checks the descendants, takes a free row.
-		noErr(t)(s.Take(ctx, stream, "root", "loop"))
-		noErr(t)(s.Take(ctx, stream, "root", "loop/r1", lease.WithOwnerFamily("loop")))
-		_, err := s.Checkpoint(ctx, stream, "root", "loop/r1", lease.ShardEnd)
-		must(t, err)
-		must(t, s.Release(ctx, stream, "root", "loop/r1", lease.Handover{}))
-		_, err = s.SetStart(ctx, stream, "root", lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
-		must(t, err)
+		readToItsEndAndReopened(ctx, t, s, "root")
 		if _, err := s.Take(ctx, stream, "root", "loop/r2", lease.WithOwnerFamily("loop")); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("take of a free root by a run of a loop: err = %v, want ErrHeld", err)
 		}
@@ -1320,4 +1308,18 @@ func mustLease(t *testing.T) func(lease.Lease, error) lease.Lease {
 		must(t, err)
 		return l
 	}
+}
+
+// readToItsEndAndReopened takes shard for loop "loop" (with opts, as its
+// coordinator does), lets the loop's run "loop/r1" read it to its end and
+// release it to anyone, then records a horizon start that opens it again.
+func readToItsEndAndReopened(ctx context.Context, t *testing.T, s lease.Store, shard string, opts ...lease.TakeOption) {
+	t.Helper()
+	noErr(t)(s.Take(ctx, stream, shard, "loop", opts...))
+	noErr(t)(s.Take(ctx, stream, shard, "loop/r1", lease.WithOwnerFamily("loop")))
+	_, err := s.Checkpoint(ctx, stream, shard, "loop/r1", lease.ShardEnd)
+	must(t, err)
+	must(t, s.Release(ctx, stream, shard, "loop/r1", lease.Handover{}))
+	_, err = s.SetStart(ctx, stream, shard, lease.Start{Position: "horizon", Generation: "g", Order: 1, ClearCheckpoint: true})
+	must(t, err)
 }

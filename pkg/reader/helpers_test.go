@@ -138,10 +138,7 @@ func (e *env) opts(tgt Target) Options {
 // takes a free row for the loop first, as coordinator.Pass does (a loop's
 // run never takes a free row itself).
 func (e *env) state(shard, owner string) State {
-	ctx := context.Background()
-	if row, err := e.store.Get(ctx, e.stream, shard); err == nil && row.Owner == "" && row.Fence == 0 {
-		_, _ = e.store.Take(ctx, e.stream, shard, owner)
-	}
+	takeForLoop(e.store, e.stream, shard, owner)
 	return State{Stream: e.stream, ShardID: shard, Owner: owner}
 }
 

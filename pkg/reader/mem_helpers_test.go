@@ -83,11 +83,17 @@ func (m *memStream) close(t *testing.T) {
 // row for the loop first, as coordinator.Pass does (a loop's run never
 // takes a free row itself).
 func (m *memStream) state(owner string) State {
-	ctx := context.Background()
-	if row, err := m.store.Get(ctx, m.stream, m.shard); err == nil && row.Owner == "" && row.Fence == 0 {
-		_, _ = m.store.Take(ctx, m.stream, m.shard, owner)
-	}
+	takeForLoop(m.store, m.stream, m.shard, owner)
 	return State{Stream: m.stream, ShardID: m.shard, Owner: owner}
+}
+
+// takeForLoop takes shard's row for loop owner when it is free, as
+// coordinator.Pass does before it starts a loop.
+func takeForLoop(store lease.Store, stream, shard, owner string) {
+	ctx := context.Background()
+	if row, err := store.Get(ctx, stream, shard); err == nil && row.Owner == "" && row.Fence == 0 {
+		_, _ = store.Take(ctx, stream, shard, owner)
+	}
 }
 
 func keys(n int) []string {
